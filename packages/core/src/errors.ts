@@ -1,0 +1,148 @@
+/**
+ * Every error idempo raises is an {@link IdempoError}: a stable string `code`
+ * for programs, an `httpStatus` for HTTP adapters, and a message that says
+ * what to do. The code/status table is the public contract (see the README's
+ * error table); adapters map `httpStatus` and never hand-map classes.
+ *
+ * The shape follows tRPC's string error codes rather than numeric ones.
+ */
+export class IdempoError extends Error {
+  /** Stable machine-readable code, e.g. `key_in_progress`. */
+  readonly code: string;
+  /** The HTTP status an adapter should answer with. */
+  readonly httpStatus: number;
+
+  constructor(code: string, httpStatus: number, message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this.name = new.target.name;
+    this.code = code;
+    this.httpStatus = httpStatus;
+  }
+}
+
+/**
+ * The key is held by another attempt whose lease is still valid (409).
+ * Retry after `retryAfterMs` (milliseconds, measured on the database clock);
+ * HTTP adapters send it as `Retry-After` in whole seconds.
+ */
+export class IdempotencyKeyInProgressError extends IdempoError {
+  /** Milliseconds until the current lease expires (DB clock), at least 0. */
+  readonly retryAfterMs: number;
+  constructor(tenantId: string, key: string, retryAfterMs: number) {
+    super(
+      "key_in_progress",
+      409,
+      `idempotency key '${key}' (tenant '${tenantId}') is being processed by another attempt; retry in ${retryAfterMs} ms`,
+    );
+    this.retryAfterMs = retryAfterMs;
+  }
+}
+
+/**
+ * The key was first used with a different request fingerprint or a different
+ * workflow (422). The stored record is left untouched. As in Stripe's API, a
+ * key names one intent; use a new key for a new request.
+ */
+export class IdempotencyKeyMismatchError extends IdempoError {
+  constructor(tenantId: string, key: string, detail: string) {
+    super(
+      "key_mismatch",
+      422,
+      `idempotency key '${key}' (tenant '${tenantId}') was first used with ${detail}; use a new key for a different request`,
+    );
+  }
+}
+
+/** One problem found in an input value: where it is and what is wrong. */
+export interface InputIssue {
+  /** JSON-path-like location, e.g. `$.items[2].amount`. */
+  path: string;
+  message: string;
+}
+
+/**
+ * The input is not a storable JSON value or fails the workflow's zod schema
+ * (400). Raised before anything is claimed: no row is written.
+ */
+export class InputValidationError extends IdempoError {
+  /** Every problem found, each with its path. */
+  readonly issues: readonly InputIssue[];
+  constructor(issues: readonly InputIssue[], options?: { cause?: unknown }) {
+    super(
+      "invalid_input",
+      400,
+      `invalid input: ${issues.map((i) => `${i.path}: ${i.message}`).join("; ")}`,
+      options,
+    );
+    this.issues = issues;
+  }
+}
+
+/**
+ * The idempotency key or tenant id is malformed (400): empty, whitespace
+ * only, longer than 255 UTF-8 bytes, or holding a control character.
+ * Raised before the database is touched.
+ */
+export class InvalidIdempotencyKeyError extends IdempoError {
+  constructor(message: string) {
+    super("invalid_key", 400, message);
+  }
+}
+
+/**
+ * This attempt no longer owns the key: its lease expired and another attempt
+ * took over (409). The transaction that found out was rolled back, so none of
+ * its writes persist. The run carries on in the attempt that took over.
+ */
+export class LeaseLostError extends IdempoError {
+  constructor(tenantId: string, key: string, at: string) {
+    super(
+      "lease_lost",
+      409,
+      `lost the lease on idempotency key '${key}' (tenant '${tenantId}') at ${at}: another attempt took over; this attempt's last transaction was rolled back`,
+    );
+  }
+}
+
+/**
+ * The workflow definition is invalid (duplicate names), or a stored run
+ * cannot be resumed under the current definition because its recovery point
+ * or the steps after it changed (500). Deploy the old definition under its
+ * old name to finish such runs, or release and re-run them deliberately.
+ */
+export class WorkflowDefinitionError extends IdempoError {
+  constructor(message: string) {
+    super("workflow_definition", 500, message);
+  }
+}
+
+/**
+ * Workflow code used the API in a way it cannot honour, for example
+ * `ctx.reject` after a phase has committed (500). The record stays at its
+ * last recovery point.
+ */
+export class WorkflowUsageError extends IdempoError {
+  constructor(message: string) {
+    super("workflow_usage", 500, message);
+  }
+}
+
+/**
+ * A phase result, step result or response body cannot be stored as JSON
+ * (500). Names the phase, step or `respond` and the path of the bad value.
+ * The run stays at its last recovery point.
+ */
+export class UnstorableValueError extends IdempoError {
+  /** Every problem found, each with its path. */
+  readonly issues: readonly InputIssue[];
+  constructor(where: string, issues: readonly InputIssue[]) {
+    super(
+      "unstorable_value",
+      500,
+      `${where} returned a value that cannot be stored as JSON: ${issues
+        .map((i) => `${i.path}: ${i.message}`)
+        .join("; ")}`,
+    );
+    this.issues = issues;
+  }
+}

@@ -1,0 +1,30 @@
+export type { InputIssue } from "./errors.js";
+export {
+  IdempoError,
+  IdempotencyKeyInProgressError,
+  IdempotencyKeyMismatchError,
+  InputValidationError,
+  InvalidIdempotencyKeyError,
+  LeaseLostError,
+  UnstorableValueError,
+  WorkflowDefinitionError,
+  WorkflowUsageError,
+} from "./errors.js";
+export type { JsonObject, JsonValue } from "./json/json-value.js";
+export { deriveStepKey } from "./keys/derived-key.js";
+export { MAX_KEY_BYTES } from "./keys/key-validation.js";
+export type { Engine, EngineOptions, RunOnceRequest } from "./runtime/engine.js";
+export { createEngine } from "./runtime/engine.js";
+export type { HistoryEntry, KeyPage, ListKeysOptions, RunRecord } from "./runtime/records.js";
+export type { RunResult } from "./runtime/run-result.js";
+export type {
+  PhaseContext,
+  ReconcileContext,
+  ResponseSpec,
+  RunControl,
+  RunInfo,
+  StepContext,
+} from "./workflow/context.js";
+export type { StateUpdate, WorkflowBuilder } from "./workflow/builder.js";
+export { workflow } from "./workflow/builder.js";
+export type { StepOptions, UnknownErrorPolicy, Workflow, WorkflowOptions } from "./workflow/definition.js";

@@ -1,0 +1,15 @@
+import { createHash } from "node:crypto";
+
+/**
+ * The idempotency key a step passes downstream: a pure function of
+ * (tenant id, key, workflow name, step name), so every attempt in every
+ * process sends the same key, two tenants never collide at a shared
+ * provider, and no raw (possibly personal) part leaks to a third party.
+ * The result is `idem_` plus 43 base64url characters (48 in all), well
+ * under the 255-character limit of Stripe-like providers.
+ */
+export function deriveStepKey(tenantId: string, key: string, workflow: string, step: string): string {
+  // JSON array encoding makes the parts unambiguous ("a|b","c" vs "a","b|c").
+  const digest = createHash("sha256").update(JSON.stringify([tenantId, key, workflow, step])).digest("base64url");
+  return `idem_${digest}`;
+}

@@ -1,0 +1,264 @@
+import type { Kysely } from "kysely";
+import { ulid } from "ulid";
+import {
+  IdempotencyKeyInProgressError,
+  IdempotencyKeyMismatchError,
+  InputValidationError,
+  WorkflowDefinitionError,
+} from "../errors.js";
+import { requestFingerprint } from "../json/fingerprint.js";
+import type { JsonObject, JsonValue } from "../json/json-value.js";
+import { assertValidKey } from "../keys/key-validation.js";
+import type { NewRun } from "../store/claim.js";
+import { claimNewKey, reclaimExpiredKey, takeOverExpiredLease } from "../store/claim.js";
+import { applyMigrations } from "../store/migrate.js";
+import { expireLease, selectHistory, selectRecord, selectRecords } from "../store/operations.js";
+import type { Executor, TakenRun } from "../store/run-store.js";
+import { tablesIn } from "../store/run-store.js";
+import type { Definition, Workflow } from "../workflow/definition.js";
+import type { ExecutorDeps } from "./executor.js";
+import { execute } from "./executor.js";
+import { faultHookOf } from "./hooks.js";
+import type { KeyPage, ListKeysOptions, RunRecord } from "./records.js";
+import { decodeCursor, encodeCursor, toRecord } from "./records.js";
+import type { RunResult } from "./run-result.js";
+import { deepFreeze, inputToJson, parseInput } from "./values.js";
+
+/** Settings of an engine. */
+export interface EngineOptions<DB> {
+  /** The application's Kysely instance (pg pool or PGlite); idempo's tables live in the same database. */
+  db: Kysely<DB>;
+  /** Postgres schema for idempo's tables (Default: `idempo`). */
+  schema?: string;
+  /** Lease length in ms: how long an attempt may work between renewals before another may take over (Default: 30 000). */
+  leaseMs?: number;
+  /** Heartbeat interval in ms (Default: a third of the lease). */
+  heartbeatMs?: number;
+  /** Retention of completed records in ms when a workflow sets none (Default: 86 400 000, 24 h). */
+  retentionMs?: number;
+}
+
+/** The arguments of one `runOnce` call. */
+export interface RunOnceRequest<In> {
+  /** The scope the key belongs to; every lookup includes it. Same rules as the key. */
+  tenantId: string;
+  /** The client's idempotency key: 1-255 UTF-8 bytes, no control characters, case-sensitive, never trimmed. */
+  key: string;
+  /** The request; JSON values only (a Date becomes its ISO string). Checked by the workflow's schema. */
+  input: In;
+}
+
+/** An idempo engine bound to one database; see {@link createEngine}. */
+export interface Engine {
+  /**
+   * Run `workflow` once for `(tenantId, key)`: claim the key and execute, or
+   * replay the stored response, or take over an expired lease and resume
+   * after the last recovery point.
+   *
+   * @returns the response, with `replayed: true` when it came from the stored record.
+   * @throws InvalidIdempotencyKeyError (400) bad key or tenant, before any SQL.
+   * @throws InputValidationError (400) input not JSON or rejected by the schema, before any claim.
+   * @throws IdempotencyKeyInProgressError (409) another attempt holds a valid lease; see `retryAfterMs`.
+   * @throws IdempotencyKeyMismatchError (422) the key was used with another payload or workflow.
+   * @throws LeaseLostError (409) this attempt was taken over while it worked.
+   * @throws WorkflowDefinitionError (500) the stored recovery point is not in this definition.
+   * Any error thrown by workflow code is rethrown; the run stays at its recovery point.
+   */
+  runOnce<In, B>(workflow: Workflow<In, B>, request: RunOnceRequest<In>): Promise<RunResult<B>>;
+  /** Apply pending SQL migrations under an advisory lock; returns the names applied. Safe to call concurrently. */
+  migrate(): Promise<string[]>;
+  /** The record of one key with its history, or `null` when absent. Lease time uses the DB clock. */
+  inspect(tenantId: string, key: string): Promise<RunRecord | null>;
+  /** One page of records, newest first; pass `nextCursor` back for the next page. */
+  listKeys(options?: ListKeysOptions): Promise<KeyPage>;
+  /**
+   * Expire an in-flight run's lease now so the next retry may take over at
+   * once. A live owner's heartbeat may renew it again; use on crashed runs.
+   * @returns true when an in-flight record was released.
+   */
+  release(tenantId: string, key: string): Promise<boolean>;
+}
+
+const DEFAULT_LEASE_MS = 30_000;
+const DEFAULT_RETENTION_MS = 24 * 60 * 60 * 1000;
+/** Claim rounds before giving up on a key that keeps changing under us (a 409 then). */
+const CLAIM_ROUNDS = 8;
+
+function positiveMs(name: string, value: number | undefined, fallback: number): number {
+  if (value === undefined) return fallback;
+  if (!Number.isSafeInteger(value) || value <= 0) {
+    throw new WorkflowDefinitionError(`engine option ${name} must be a positive integer of milliseconds`);
+  }
+  return value;
+}
+
+/**
+ * Check that a run started under another definition can resume under this
+ * one: its recovery point must still exist and every item after it must be
+ * unchanged, so no step is re-derived and called again under a new name.
+ */
+function checkResumable(def: Definition, taken: TakenRun): void {
+  if (taken.workflow !== def.name) {
+    throw new WorkflowDefinitionError(`run belongs to workflow '${taken.workflow}', not '${def.name}'`);
+  }
+  if (taken.definitionHash === def.hash) return;
+  const rp = taken.recoveryPoint;
+  const from = (outline: readonly string[]) => {
+    if (rp === null) return outline;
+    const idx = outline.findIndex((entry) => entry.slice(entry.indexOf(":") + 1) === rp);
+    return idx < 0 ? null : outline.slice(idx + 1);
+  };
+  const stored = from(taken.outline);
+  const current = from(def.outline);
+  if (current === null || stored === null || JSON.stringify(stored) !== JSON.stringify(current)) {
+    throw new WorkflowDefinitionError(
+      `cannot resume workflow '${def.name}' at recovery point '${rp ?? "(start)"}': the run started under ` +
+        `[${taken.outline.join(", ")}] but the current definition is [${def.outline.join(", ")}]. ` +
+        "Deploy the old definition (or a new workflow name) to finish in-flight runs before renaming, reordering or removing phases and steps",
+    );
+  }
+}
+
+/**
+ * Create an engine on the application's Kysely database.
+ *
+ * @example
+ * const engine = createEngine({ db })
+ * await engine.migrate()
+ * const res = await engine.runOnce(checkout, { tenantId: 'acme', key: 'k-123', input })
+ *
+ * @throws WorkflowDefinitionError when an option is out of range.
+ */
+export function createEngine<DB>(options: EngineOptions<DB>): Engine {
+  const db = options.db as unknown as ExecutorDeps["db"];
+  const tables = tablesIn(options.schema ?? "idempo");
+  if (!/^[A-Za-z_][A-Za-z0-9_]{0,62}$/.test(tables.schema)) {
+    throw new WorkflowDefinitionError(`schema must be a plain SQL identifier, got ${JSON.stringify(tables.schema)}`);
+  }
+  const leaseMs = positiveMs("leaseMs", options.leaseMs, DEFAULT_LEASE_MS);
+  const heartbeatMs = positiveMs("heartbeatMs", options.heartbeatMs, Math.max(1, Math.floor(leaseMs / 3)));
+  const retentionMs = positiveMs("retentionMs", options.retentionMs, DEFAULT_RETENTION_MS);
+
+  const deps = (): ExecutorDeps => ({ db, tables, heartbeatMs, hook: faultHookOf(engine) });
+
+  async function runOnce<In, B>(wf: Workflow<In, B>, request: RunOnceRequest<In>): Promise<RunResult<B>> {
+    const def = wf.definition;
+    assertValidKey(request?.tenantId, "tenant id");
+    assertValidKey(request.key, "idempotency key");
+    const json = inputToJson(request.input);
+    const input = await parseInput(def, json);
+    const fingerprint = requestFingerprint(def.name, json);
+    const runLease = def.options.leaseMs ?? leaseMs;
+    const { tenantId, key } = request;
+
+    for (let round = 0; round < CLAIM_ROUNDS; round++) {
+      const fresh: NewRun = {
+        tenantId,
+        key,
+        runId: ulid(),
+        workflow: def.name,
+        outline: def.outline,
+        definitionHash: def.hash,
+        fingerprint,
+        input: JSON.stringify(json),
+        ownerToken: ulid(),
+        leaseMs: runLease,
+        retentionMs: def.options.retentionMs ?? retentionMs,
+      };
+      const start = (): Promise<RunResult<B>> =>
+        execute(deps(), {
+          def,
+          own: { tenantId, key, runId: fresh.runId, ownerToken: fresh.ownerToken },
+          attempt: 1,
+          input,
+          state: Object.freeze({}),
+          recoveryPoint: null,
+          leaseMs: runLease,
+        }) as Promise<RunResult<B>>;
+
+      const claim = await claimNewKey(db, tables, fresh);
+      if (claim.kind === "raced") continue;
+      if (claim.kind === "claimed") return start();
+      const found = claim.run;
+      if (found.status === "completed" && found.expired) {
+        // Past retention the key counts as absent, swept or not.
+        if (await reclaimExpiredKey(db, tables, fresh)) return start();
+        continue;
+      }
+      if (found.workflow !== def.name) {
+        throw new IdempotencyKeyMismatchError(tenantId, key, `workflow '${found.workflow}', not '${def.name}'`);
+      }
+      if (found.fingerprint !== fingerprint) {
+        throw new IdempotencyKeyMismatchError(tenantId, key, "a different request payload");
+      }
+      if (found.status === "completed") {
+        return {
+          status: found.responseStatus ?? 500,
+          body: JSON.parse(found.responseBody ?? "null") as JsonValue,
+          replayed: true,
+          outcome: found.outcome ?? "succeeded",
+        } as RunResult<B>;
+      }
+      if (found.leaseRemainingMs > 0) throw new IdempotencyKeyInProgressError(tenantId, key, found.leaseRemainingMs);
+      const ownerToken = ulid();
+      const taken = await takeOverExpiredLease(db, tables, { tenantId, key, ownerToken, leaseMs: runLease, fingerprint });
+      if (!taken) continue;
+      return resume(def, taken, { tenantId, key, ownerToken }, runLease) as Promise<RunResult<B>>;
+    }
+    throw new IdempotencyKeyInProgressError(tenantId, key, 0);
+  }
+
+  async function resume(
+    def: Definition,
+    taken: TakenRun,
+    own: { tenantId: string; key: string; ownerToken: string },
+    runLease: number,
+  ): Promise<RunResult<unknown>> {
+    checkResumable(def, taken);
+    return execute(deps(), {
+      def,
+      own: { ...own, runId: taken.runId },
+      attempt: taken.attempt,
+      input: await parseInput(def, JSON.parse(taken.input) as JsonValue),
+      state: deepFreeze(JSON.parse(taken.state) as JsonObject),
+      recoveryPoint: taken.recoveryPoint,
+      leaseMs: runLease,
+    });
+  }
+
+  const engine: Engine = {
+    runOnce,
+    migrate: () => applyMigrations(db, tables),
+    async inspect(tenantId, key) {
+      assertValidKey(tenantId, "tenant id");
+      assertValidKey(key, "idempotency key");
+      const row = await selectRecord(db as Executor, tables, tenantId, key);
+      if (!row) return null;
+      return toRecord(row, await selectHistory(db, tables, tenantId, key, row.run_id));
+    },
+    async listKeys(opts = {}) {
+      if (opts.tenantId !== undefined) assertValidKey(opts.tenantId, "tenant id");
+      const limit = opts.limit ?? 50;
+      if (!Number.isSafeInteger(limit) || limit < 1 || limit > 1000) {
+        throw new InputValidationError([{ path: "limit", message: "must be an integer from 1 to 1000" }]);
+      }
+      const rows = await selectRecords(db, tables, {
+        tenantId: opts.tenantId,
+        workflow: opts.workflow,
+        status: opts.status,
+        stuck: opts.stuck === true,
+        limit,
+        after: opts.cursor === undefined ? undefined : decodeCursor(opts.cursor),
+      });
+      const items = rows.map((r) => toRecord(r, undefined));
+      const lastRow = rows[limit - 1];
+      return { items, nextCursor: rows.length === limit && lastRow ? encodeCursor(lastRow) : null };
+    },
+    async release(tenantId, key) {
+      assertValidKey(tenantId, "tenant id");
+      assertValidKey(key, "idempotency key");
+      return expireLease(db, tables, tenantId, key);
+    },
+  };
+  return Object.freeze(engine);
+}

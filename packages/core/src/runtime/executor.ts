@@ -1,0 +1,293 @@
+/**
+ * The recovery-point loop (Brandur Leach's rocket-rides-atomic design): from
+ * the last committed recovery point, run the next phase or step, commit its
+ * result fenced on the owner token, and repeat until the run completes.
+ */
+import { LeaseLostError, IdempoError, WorkflowDefinitionError, WorkflowUsageError } from "../errors.js";
+import type { JsonObject, JsonValue } from "../json/json-value.js";
+import { deriveStepKey } from "../keys/derived-key.js";
+import type { Advance } from "../store/progress.js";
+import {
+  commitPhase,
+  completeRun,
+  deleteClaim,
+  recordFailure,
+  recordStepResult,
+  recordStepStarted,
+  renewLease,
+} from "../store/progress.js";
+import type { Executor, Ownership, StoredResponse, Tables } from "../store/run-store.js";
+import type { RunInfo } from "../workflow/context.js";
+import type { Definition, Item } from "../workflow/definition.js";
+import type { FaultHook } from "./hooks.js";
+import { LeaseKeeper } from "./lease-keeper.js";
+import type { RunResult } from "./run-result.js";
+import { CrashSignal, FailSignal, RejectSignal } from "./signals.js";
+import { callStep } from "./step-call.js";
+import { bodyText, checkStatus, mergeState } from "./values.js";
+
+/** Everything an attempt needs to run from its recovery point. */
+export interface Plan {
+  readonly def: Definition;
+  readonly own: Ownership;
+  readonly attempt: number;
+  readonly input: unknown;
+  readonly state: JsonObject;
+  readonly recoveryPoint: string | null;
+  readonly leaseMs: number;
+}
+
+export interface ExecutorDeps {
+  readonly db: Executor & { transaction: Executor["transaction"] };
+  readonly tables: Tables;
+  readonly heartbeatMs: number;
+  readonly hook: FaultHook | undefined;
+}
+
+const TRANSIENT = new Set(["40001", "40P01"]);
+const PHASE_TRIES = 5;
+
+type Outcome = { kind: "continue"; state: JsonObject } | { kind: "done"; result: RunResult<unknown> };
+
+function isTransient(error: unknown): boolean {
+  return typeof error === "object" && error !== null && TRANSIENT.has((error as { code?: string }).code ?? "");
+}
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/** Where the run resumes: the index after the recovery point, checked against the current definition. */
+function resumeIndex(plan: Plan): number {
+  if (plan.recoveryPoint === null) return 0;
+  const idx = plan.def.items.findIndex((i) => i.name === plan.recoveryPoint);
+  if (idx < 0) {
+    throw new WorkflowDefinitionError(
+      `recovery point '${plan.recoveryPoint}' is not in workflow '${plan.def.name}' (items: ${plan.def.items
+        .map((i) => i.name)
+        .join(", ")}); was it renamed or removed? Deploy the old definition to finish runs started under it`,
+    );
+  }
+  return idx + 1;
+}
+
+/** Run a plan to completion (or to the first error, which leaves it at its recovery point). */
+export async function execute(deps: ExecutorDeps, plan: Plan): Promise<RunResult<unknown>> {
+  const { own } = plan;
+  const lostError = () => new LeaseLostError(own.tenantId, own.key, "a fenced write");
+  const lease = new LeaseKeeper(() => renewLease(deps.db, deps.tables, own, plan.leaseMs), lostError);
+  lease.start(deps.heartbeatMs);
+  let recoveryPoint = plan.recoveryPoint;
+  let state = plan.state;
+  let current: Item | undefined;
+  const hook = async (point: string) => {
+    if (deps.hook) await deps.hook(point, { tenantId: own.tenantId, key: own.key, attempt: plan.attempt });
+  };
+  const info = (s: JsonObject): RunInfo<unknown, unknown> => ({
+    input: plan.input,
+    state: s,
+    key: own.key,
+    tenantId: own.tenantId,
+    attempt: plan.attempt,
+  });
+  try {
+    const items = plan.def.items;
+    for (let i = resumeIndex(plan); i < items.length; i++) {
+      const item = items[i] as Item;
+      current = item;
+      const last = i === items.length - 1;
+      await hook(`before:${item.kind}:${item.name}`);
+      const outcome =
+        item.kind === "phase"
+          ? await runPhase(deps, plan, lease, item, info(state), last)
+          : await runStep(deps, plan, lease, item, info(state), last, hook);
+      if (outcome.kind === "done") return outcome.result;
+      state = outcome.state;
+      recoveryPoint = item.name;
+      await hook(`after:${item.kind}:${item.name}`);
+    }
+    // Nothing left after the recovery point (an empty workflow): complete now.
+    current = undefined;
+    const response = await respondWith(plan.def, info(state));
+    if (!(await completeRun(deps.db, deps.tables, own, response))) throw lease.lost();
+    return resultOf(response, false);
+  } catch (error) {
+    if (error instanceof CrashSignal) throw error;
+    if (error instanceof RejectSignal) return reject(deps, plan, error, recoveryPoint, current);
+    if (error instanceof LeaseLostError) throw lease.lost();
+    if (current && !(error instanceof IdempoError)) {
+      await recordFailure(deps.db, deps.tables, own, {
+        kind: current.kind,
+        name: current.name,
+        attempt: plan.attempt,
+        error: error instanceof Error ? error.message : String(error),
+        entryId: (error as { historyEntryId?: string }).historyEntryId ?? null,
+      }).catch(() => undefined);
+      if (plan.def.options.onUnknownError === "store") return storeUnknownError(deps, plan, lease);
+    }
+    throw error;
+  } finally {
+    lease.stop();
+  }
+}
+
+async function reject(
+  deps: ExecutorDeps,
+  plan: Plan,
+  signal: RejectSignal,
+  recoveryPoint: string | null,
+  current: Item | undefined,
+): Promise<RunResult<unknown>> {
+  const where = current ? `${current.kind} '${current.name}'` : "respond";
+  if (recoveryPoint !== null) {
+    throw new WorkflowUsageError(
+      `ctx.reject called in ${where} of workflow '${plan.def.name}' after '${recoveryPoint}' committed; ` +
+        "reject is only allowed before anything commits. Use ctx.fail to store a final response instead",
+    );
+  }
+  const status = checkStatus(signal.status, `ctx.reject in ${where}`);
+  const body = JSON.parse(bodyText(signal.body, `ctx.reject in ${where}`)) as JsonValue;
+  if (!(await deleteClaim(deps.db, deps.tables, plan.own))) {
+    throw new LeaseLostError(plan.own.tenantId, plan.own.key, "ctx.reject");
+  }
+  return { status, body, replayed: false, outcome: "rejected" };
+}
+
+async function storeUnknownError(deps: ExecutorDeps, plan: Plan, lease: LeaseKeeper): Promise<RunResult<unknown>> {
+  const response: StoredResponse = {
+    outcome: "errored",
+    status: 500,
+    body: JSON.stringify({
+      type: "about:blank",
+      title: "Internal Server Error",
+      status: 500,
+      code: "internal_error",
+    }),
+  };
+  if (!(await completeRun(deps.db, deps.tables, plan.own, response))) throw lease.lost();
+  return resultOf(response, false);
+}
+
+/** The response a run stores: `respond`'s, checked and turned into its stored JSON text. */
+async function respondWith(def: Definition, info: RunInfo<unknown, unknown>): Promise<StoredResponse> {
+  const spec = await def.respond(info);
+  const status = checkStatus(spec?.status, `respond of workflow '${def.name}'`);
+  return { outcome: "succeeded", status, body: bodyText(spec.body, `respond of workflow '${def.name}'`) };
+}
+
+function failResponse(signal: FailSignal, where: string): StoredResponse {
+  return {
+    outcome: "failed",
+    status: checkStatus(signal.status, `ctx.fail in ${where}`),
+    body: bodyText(signal.body, `ctx.fail in ${where}`),
+  };
+}
+
+/** What the caller gets: the body through the same JSON round trip a replay uses. */
+export function resultOf(response: StoredResponse, replayed: boolean): RunResult<unknown> {
+  const body = JSON.parse(response.body) as JsonValue;
+  return { status: response.status, body, replayed, outcome: response.outcome } as RunResult<unknown>;
+}
+
+function control() {
+  return {
+    fail(status: number, body: unknown): never {
+      throw new FailSignal(status, body);
+    },
+    reject(status: number, body: unknown): never {
+      throw new RejectSignal(status, body);
+    },
+  };
+}
+
+async function runPhase(
+  deps: ExecutorDeps,
+  plan: Plan,
+  lease: LeaseKeeper,
+  item: Extract<Item, { kind: "phase" }>,
+  info: RunInfo<unknown, unknown>,
+  last: boolean,
+): Promise<Outcome> {
+  const where = `phase '${item.name}'`;
+  for (let tries = 1; ; tries++) {
+    try {
+      return await deps.db.transaction().execute(async (tx): Promise<Outcome> => {
+        let result: unknown;
+        try {
+          result = await item.run({ ...info, ...control(), tx });
+        } catch (error) {
+          if (!(error instanceof FailSignal)) throw error;
+          // Writes the phase made before ctx.fail commit with the stored response.
+          const response = failResponse(error, where);
+          if (!(await completeRun(tx, deps.tables, plan.own, response))) throw lease.lost();
+          return { kind: "done", result: resultOf(response, false) };
+        }
+        const state = mergeState(info.state as JsonObject, result, where);
+        const advance: Advance = {
+          name: item.name,
+          attempt: plan.attempt,
+          state: JSON.stringify(state),
+          leaseMs: plan.leaseMs,
+          ...(last ? { response: await respondWith(plan.def, { ...info, state }) } : {}),
+        };
+        if (!(await commitPhase(tx, deps.tables, plan.own, advance))) throw lease.lost();
+        return advance.response ? { kind: "done", result: resultOf(advance.response, false) } : { kind: "continue", state };
+      });
+    } catch (error) {
+      if (!isTransient(error) || tries >= PHASE_TRIES) throw error;
+      // Serialization failure or deadlock: the transaction rolled back whole; try again after a jittered pause.
+      await sleep(Math.random() * 20 * 2 ** tries);
+    }
+  }
+}
+
+async function runStep(
+  deps: ExecutorDeps,
+  plan: Plan,
+  lease: LeaseKeeper,
+  item: Extract<Item, { kind: "step" }>,
+  info: RunInfo<unknown, unknown>,
+  last: boolean,
+  hook: (point: string) => Promise<void>,
+): Promise<Outcome> {
+  const where = `step '${item.name}'`;
+  const idempotencyKey = deriveStepKey(plan.own.tenantId, plan.own.key, plan.def.name, item.name);
+  const started = await recordStepStarted(deps.db, deps.tables, plan.own, {
+    name: item.name,
+    attempt: plan.attempt,
+    derivedKey: idempotencyKey,
+  });
+  if (!started) throw lease.lost();
+  let result: unknown;
+  let outcome: "succeeded" | "reconciled" = "succeeded";
+  try {
+    const reconcile = item.options.reconcile;
+    if (started.priorStarts > 0 && reconcile) {
+      // In doubt: an earlier attempt may have reached the other system. Ask before calling again.
+      result = await reconcile({ ...info, idempotencyKey, signal: lease.signal });
+      if (result !== undefined) outcome = "reconciled";
+    }
+    if (outcome === "succeeded") {
+      result = await callStep(item, { ...info, ...control(), idempotencyKey }, lease.signal);
+    }
+  } catch (error) {
+    if (error instanceof FailSignal) {
+      const response = failResponse(error, where);
+      if (!(await completeRun(deps.db, deps.tables, plan.own, response))) throw lease.lost();
+      return { kind: "done", result: resultOf(response, false) };
+    }
+    if (error !== null && typeof error === "object") {
+      Object.assign(error, { historyEntryId: started.entryId });
+    }
+    throw error;
+  }
+  await hook(`called:step:${item.name}`);
+  const state = mergeState(info.state as JsonObject, result, where);
+  const advance: Advance = {
+    name: item.name,
+    attempt: plan.attempt,
+    state: JSON.stringify(state),
+    leaseMs: plan.leaseMs,
+    ...(last ? { response: await respondWith(plan.def, { ...info, state }) } : {}),
+  };
+  if (!(await recordStepResult(deps.db, deps.tables, plan.own, started.entryId, outcome, advance))) throw lease.lost();
+  return advance.response ? { kind: "done", result: resultOf(advance.response, false) } : { kind: "continue", state };
+}

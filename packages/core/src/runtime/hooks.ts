@@ -1,0 +1,29 @@
+/**
+ * Fault injection for tests (idempo's own and `@idempo/testing`): a hook
+ * called at every boundary of a run. It is attached to an engine from
+ * outside, never through public options, so production code cannot turn it
+ * on by accident.
+ */
+
+/**
+ * Where a run can be stopped or paused:
+ * `before:phase:<name>` (no transaction open yet), `after:phase:<name>` (committed),
+ * `before:step:<name>` (start recorded, not called), `called:step:<name>` (call
+ * returned, result not recorded), `after:step:<name>` (recorded).
+ */
+export type HookPoint = string;
+
+/** Called at each point; throw `CrashSignal` to crash there, or await to pause. */
+export type FaultHook = (point: HookPoint, run: { tenantId: string; key: string; attempt: number }) => void | Promise<void>;
+
+const hooks = new WeakMap<object, FaultHook>();
+
+/** Attach (or with `undefined`, detach) a fault hook to an engine. */
+export function setFaultHook(engine: object, hook: FaultHook | undefined): void {
+  if (hook) hooks.set(engine, hook);
+  else hooks.delete(engine);
+}
+
+export function faultHookOf(engine: object): FaultHook | undefined {
+  return hooks.get(engine);
+}

@@ -1,0 +1,124 @@
+/** The shapes the operations API returns (used by the CLI and by tests). */
+import { InputValidationError } from "../errors.js";
+import type { JsonValue } from "../json/json-value.js";
+import type { HistoryRow, RecordRow } from "../store/operations.js";
+
+/** One phase or step entry in a run's history, oldest first. */
+export interface HistoryEntry {
+  readonly kind: "phase" | "step";
+  readonly name: string;
+  /** The run attempt that wrote the entry (1 = first, +1 per takeover). */
+  readonly attempt: number;
+  /** The derived key a step used downstream; `null` for phases. */
+  readonly derivedKey: string | null;
+  /** `started` on a step means its call may be under way, or in doubt after a crash. */
+  readonly outcome: "started" | "succeeded" | "failed" | "reconciled";
+  readonly error: string | null;
+  /** DB clock. */
+  readonly startedAt: Date;
+  /** DB clock; `null` while started. */
+  readonly finishedAt: Date | null;
+}
+
+/** Everything idempo stores about one key. */
+export interface RunRecord {
+  readonly tenantId: string;
+  readonly key: string;
+  readonly runId: string;
+  readonly workflow: string;
+  /** `kind:name` of each phase and step of the definition the run started under. */
+  readonly definition: readonly string[];
+  readonly status: "in_flight" | "completed";
+  /** The last committed phase or step; `null` before the first commit. */
+  readonly recoveryPoint: string | null;
+  readonly state: JsonValue;
+  readonly input: JsonValue;
+  /** Attempts so far: 1 + takeovers. */
+  readonly attempt: number;
+  /** Current owner's token; `null` once completed. */
+  readonly ownerToken: string | null;
+  /** In flight: ms left on the lease by the DB clock (negative = expired that long ago). `null` once completed. */
+  readonly leaseRemainingMs: number | null;
+  /** The stored response once completed. */
+  readonly response: { readonly status: number; readonly body: JsonValue; readonly outcome: "succeeded" | "failed" | "errored" } | null;
+  readonly createdAt: Date;
+  readonly updatedAt: Date;
+  /** When a completed record stops counting (retention). */
+  readonly expiresAt: Date | null;
+  /** True when the completed record is past retention (it behaves as absent). */
+  readonly expired: boolean;
+  /** Phases and steps in order; only `inspect` fills it. */
+  readonly history: readonly HistoryEntry[] | undefined;
+}
+
+/** Filters of `listKeys`. */
+export interface ListKeysOptions {
+  tenantId?: string;
+  workflow?: string;
+  status?: "in_flight" | "completed";
+  /** Only in-flight runs whose lease has expired (DB clock). */
+  stuck?: boolean;
+  /** Page size, 1-1000 (Default: 50). */
+  limit?: number;
+  /** `nextCursor` of the previous page. */
+  cursor?: string;
+}
+
+/** One page of `listKeys`. */
+export interface KeyPage {
+  readonly items: readonly RunRecord[];
+  /** Pass as `cursor` for the next page; `null` on the last page. */
+  readonly nextCursor: string | null;
+}
+
+export function toRecord(row: RecordRow, history: HistoryRow[] | undefined): RunRecord {
+  return {
+    tenantId: row.tenant_id,
+    key: row.key,
+    runId: row.run_id,
+    workflow: row.workflow,
+    definition: JSON.parse(row.definition) as string[],
+    status: row.status,
+    recoveryPoint: row.recovery_point,
+    state: JSON.parse(row.state) as JsonValue,
+    input: JSON.parse(row.input) as JsonValue,
+    attempt: row.attempt,
+    ownerToken: row.owner_token,
+    leaseRemainingMs: row.lease_remaining_ms,
+    response:
+      row.status === "completed" && row.response_status !== null && row.outcome !== null
+        ? { status: row.response_status, body: JSON.parse(row.response_body ?? "null") as JsonValue, outcome: row.outcome }
+        : null,
+    createdAt: row.created_at,
+    updatedAt: row.updated_at,
+    expiresAt: row.expires_at,
+    expired: row.expired === true,
+    history: history?.map((h) => ({
+      kind: h.kind,
+      name: h.name,
+      attempt: h.attempt,
+      derivedKey: h.derived_key,
+      outcome: h.outcome,
+      error: h.error,
+      startedAt: h.started_at,
+      finishedAt: h.finished_at,
+    })),
+  };
+}
+
+export function encodeCursor(row: RecordRow): string {
+  const at = row.created_at instanceof Date ? row.created_at.toISOString() : String(row.created_at);
+  return Buffer.from(JSON.stringify([at, row.tenant_id, row.key])).toString("base64url");
+}
+
+export function decodeCursor(cursor: string): { createdAt: string; tenantId: string; key: string } {
+  try {
+    const [createdAt, tenantId, key] = JSON.parse(Buffer.from(cursor, "base64url").toString("utf8")) as unknown[];
+    if (typeof createdAt === "string" && typeof tenantId === "string" && typeof key === "string") {
+      return { createdAt, tenantId, key };
+    }
+  } catch {
+    // fall through to the typed error
+  }
+  throw new InputValidationError([{ path: "cursor", message: "not a cursor returned by listKeys" }]);
+}

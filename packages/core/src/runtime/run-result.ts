@@ -1,0 +1,19 @@
+import type { JsonValue } from "../json/json-value.js";
+
+/**
+ * What `runOnce` returns. `replayed` is true when the response came from the
+ * stored record of an earlier attempt (the body is then byte-identical to
+ * the first one). Narrow on `outcome` to get the typed body:
+ * - `succeeded`: the workflow's `respond` body;
+ * - `failed`: a `ctx.fail` body, stored and replayed like any response;
+ * - `errored`: the stored 500 problem body of `onUnknownError: 'store'`;
+ * - `rejected`: a `ctx.reject` answer; nothing was stored, never replayed.
+ */
+export type RunResult<B> =
+  | { readonly status: number; readonly body: B; readonly replayed: boolean; readonly outcome: "succeeded" }
+  | {
+      readonly status: number;
+      readonly body: JsonValue;
+      readonly replayed: boolean;
+      readonly outcome: "failed" | "errored" | "rejected";
+    };

@@ -1,0 +1,44 @@
+/**
+ * Calling a step: its timeout, and in-process retries with exponential
+ * backoff and full jitter (the AWS Architecture Blog's "Exponential Backoff
+ * and Jitter") for the errors the step marks retryable.
+ */
+import type { StepContext } from "../workflow/context.js";
+import type { Item } from "../workflow/definition.js";
+import { FailSignal, RejectSignal } from "./signals.js";
+
+type StepItem = Extract<Item, { kind: "step" }>;
+
+function abortable(ms: number, signal: AbortSignal): Promise<void> {
+  return new Promise((resolve, reject) => {
+    if (signal.aborted) return reject(signal.reason);
+    const timer = setTimeout(() => {
+      signal.removeEventListener("abort", onAbort);
+      resolve();
+    }, ms);
+    const onAbort = () => {
+      clearTimeout(timer);
+      reject(signal.reason);
+    };
+    signal.addEventListener("abort", onAbort, { once: true });
+  });
+}
+
+/** Call the step, retrying as its options allow. `leaseSignal` aborts everything. */
+export async function callStep(
+  item: StepItem,
+  ctx: Omit<StepContext<unknown, unknown>, "signal">,
+  leaseSignal: AbortSignal,
+): Promise<unknown> {
+  const { retries = 0, retryable, backoffMs = 100, maxBackoffMs = 5_000, timeoutMs } = item.options;
+  for (let tryNo = 0; ; tryNo++) {
+    const signal = timeoutMs === undefined ? leaseSignal : AbortSignal.any([leaseSignal, AbortSignal.timeout(timeoutMs)]);
+    try {
+      return await item.run({ ...ctx, signal } as StepContext<unknown, unknown>);
+    } catch (error) {
+      const control = error instanceof FailSignal || error instanceof RejectSignal;
+      if (control || leaseSignal.aborted || tryNo >= retries || !retryable?.(error)) throw error;
+      await abortable(Math.random() * Math.min(maxBackoffMs, backoffMs * 2 ** tryNo), leaseSignal);
+    }
+  }
+}

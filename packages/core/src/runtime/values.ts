@@ -1,0 +1,72 @@
+/**
+ * The JSON rules applied at each boundary where a value is stored: input
+ * (400 before the claim), phase and step results and response bodies (a
+ * clear error naming where, before anything is committed).
+ */
+import { InputValidationError, UnstorableValueError } from "../errors.js";
+import type { JsonObject, JsonValue } from "../json/json-value.js";
+import { toJsonValue } from "../json/json-value.js";
+import type { Definition } from "../workflow/definition.js";
+
+/** Recursively freeze a value so workflow code cannot change what a resume will see. */
+export function deepFreeze<T>(value: T): T {
+  if (value !== null && typeof value === "object" && !Object.isFrozen(value)) {
+    Object.freeze(value);
+    for (const child of Object.values(value)) deepFreeze(child);
+  }
+  return value;
+}
+
+/** Caller input to its canonical JSON copy, or InputValidationError naming the path. */
+export function inputToJson(input: unknown): JsonValue {
+  const converted = toJsonValue(input);
+  if (!converted.ok) throw new InputValidationError(converted.issues);
+  return converted.value;
+}
+
+/**
+ * Parse the JSON copy of the input with the workflow's schema (zod), and
+ * freeze the result. Parsing the copy, not the caller's object, keeps the
+ * input fixed at the claim.
+ */
+export async function parseInput(def: Definition, json: JsonValue): Promise<unknown> {
+  if (!def.schema) return json;
+  const parsed = await def.schema.safeParseAsync(json);
+  if (!parsed.success) {
+    throw new InputValidationError(
+      parsed.error.issues.map((issue) => ({
+        path: `$${issue.path.map((p) => (typeof p === "number" ? `[${p}]` : `.${String(p)}`)).join("")}`,
+        message: issue.message,
+      })),
+      { cause: parsed.error },
+    );
+  }
+  return deepFreeze(parsed.data);
+}
+
+/** A phase or step result merged into state; `where` names it in errors. */
+export function mergeState(state: JsonObject, result: unknown, where: string): JsonObject {
+  if (result === undefined) return state;
+  const converted = toJsonValue(result);
+  if (!converted.ok) throw new UnstorableValueError(where, converted.issues);
+  const value = converted.value;
+  if (value === null || typeof value !== "object" || Array.isArray(value)) {
+    throw new UnstorableValueError(where, [{ path: "$", message: "must return an object (merged into state) or nothing" }]);
+  }
+  return Object.freeze({ ...state, ...(value as JsonObject) });
+}
+
+/** A response body as the JSON text that is stored and replayed. */
+export function bodyText(body: unknown, where: string): string {
+  const converted = toJsonValue(body === undefined ? null : body);
+  if (!converted.ok) throw new UnstorableValueError(where, converted.issues);
+  return JSON.stringify(converted.value);
+}
+
+/** Check a response status: an integer HTTP status, 100-599. */
+export function checkStatus(status: unknown, where: string): number {
+  if (typeof status !== "number" || !Number.isInteger(status) || status < 100 || status > 599) {
+    throw new UnstorableValueError(where, [{ path: "status", message: `must be an integer 100-599, got ${String(status)}` }]);
+  }
+  return status;
+}

@@ -1,0 +1,180 @@
+/**
+ * The claim state machine's three transitions, one statement each. The
+ * common paths are the cheapest: a new key is claimed in one round trip, and
+ * a replay is answered by the same round trip without writing anything.
+ */
+import { sql } from "kysely";
+import type { ExistingRun, Executor, TakenRun, Tables } from "./run-store.js";
+import { leaseInterval } from "./run-store.js";
+
+export interface NewRun {
+  readonly tenantId: string;
+  readonly key: string;
+  readonly runId: string;
+  readonly workflow: string;
+  readonly outline: readonly string[];
+  readonly definitionHash: string;
+  readonly fingerprint: string;
+  /** JSON text. */
+  readonly input: string;
+  readonly ownerToken: string;
+  readonly leaseMs: number;
+  readonly retentionMs: number;
+}
+
+export type ClaimResult =
+  | { readonly kind: "claimed" }
+  | { readonly kind: "existing"; readonly run: ExistingRun }
+  /** A concurrent claim committed between this statement's snapshot and its insert; ask again. */
+  | { readonly kind: "raced" };
+
+interface ClaimRow {
+  claimed: boolean;
+  workflow: string | null;
+  fingerprint: string | null;
+  status: "in_flight" | "completed" | null;
+  lease_remaining_ms: number | null;
+  expired: boolean | null;
+  outcome: "succeeded" | "failed" | "errored" | null;
+  response_status: number | null;
+  response_body: string | null;
+}
+
+/**
+ * Claim a new key, or read the existing record, in one round trip.
+ *
+ * Race closed: two first requests for one key. The unique primary key makes
+ * exactly one INSERT win; `ON CONFLICT DO NOTHING` (not `DO UPDATE`) means the
+ * loser neither waits for a row lock nor writes WAL, so a replay of a
+ * completed key stays read-only. The outer SELECT reads the row the INSERT
+ * collided with; when that row was committed after this statement's snapshot
+ * was taken it is invisible here, and the caller simply asks again.
+ */
+export async function claimNewKey(db: Executor, t: Tables, run: NewRun): Promise<ClaimResult> {
+  const { rows } = await sql<ClaimRow>`
+    WITH inserted AS (
+      INSERT INTO ${t.runs} (tenant_id, key, run_id, workflow, definition, definition_hash, fingerprint,
+                             input, status, owner_token, locked_until, attempt, retention_ms)
+      VALUES (${run.tenantId}, ${run.key}, ${run.runId}, ${run.workflow}, ${JSON.stringify(run.outline)}::json,
+              ${run.definitionHash}, ${run.fingerprint}, ${run.input}::json, 'in_flight', ${run.ownerToken},
+              clock_timestamp() + ${leaseInterval(run.leaseMs)}, 1, ${run.retentionMs})
+      ON CONFLICT (tenant_id, key) DO NOTHING
+      RETURNING 1
+    )
+    SELECT EXISTS (SELECT 1 FROM inserted) AS claimed,
+           r.workflow, r.fingerprint, r.status,
+           GREATEST(0, ceil(extract(epoch FROM (r.locked_until - clock_timestamp())) * 1000))::float8 AS lease_remaining_ms,
+           (r.status = 'completed' AND r.expires_at <= clock_timestamp()) AS expired,
+           r.outcome, r.response_status, r.response_body::text AS response_body
+    FROM (VALUES (1)) AS one (x)
+    LEFT JOIN ${t.runs} r ON r.tenant_id = ${run.tenantId} AND r.key = ${run.key}
+  `.execute(db);
+  const row = rows[0];
+  if (!row) throw new Error("claim statement returned no row");
+  if (row.claimed) return { kind: "claimed" };
+  if (row.status === null || row.workflow === null || row.fingerprint === null) return { kind: "raced" };
+  return {
+    kind: "existing",
+    run: {
+      workflow: row.workflow,
+      fingerprint: row.fingerprint,
+      status: row.status,
+      leaseRemainingMs: row.lease_remaining_ms ?? 0,
+      expired: row.expired === true,
+      outcome: row.outcome,
+      responseStatus: row.response_status,
+      responseBody: row.response_body,
+    },
+  };
+}
+
+/**
+ * Start a new run on a key whose completed record is past retention, which
+ * counts as absent whether or not the sweeper has deleted it yet. Returns
+ * false when another caller got there first.
+ *
+ * Race closed: ten callers on one expired key. The UPDATE row-locks the
+ * record; the first rewrites it to in flight, and every other caller
+ * re-checks the WHERE against that new version, finds it in flight, and
+ * falls back to the claim (and so to 409). The old run's history goes in
+ * the same statement.
+ */
+export async function reclaimExpiredKey(db: Executor, t: Tables, run: NewRun): Promise<boolean> {
+  const { rows } = await sql<{ n: number }>`
+    WITH reset AS (
+      UPDATE ${t.runs}
+      SET run_id = ${run.runId}, workflow = ${run.workflow}, definition = ${JSON.stringify(run.outline)}::json,
+          definition_hash = ${run.definitionHash}, fingerprint = ${run.fingerprint}, input = ${run.input}::json,
+          status = 'in_flight', owner_token = ${run.ownerToken},
+          locked_until = clock_timestamp() + ${leaseInterval(run.leaseMs)}, attempt = 1,
+          recovery_point = NULL, state = '{}', retention_ms = ${run.retentionMs}, outcome = NULL,
+          response_status = NULL, response_body = NULL, expires_at = NULL,
+          created_at = now(), updated_at = now(), completed_at = NULL
+      WHERE tenant_id = ${run.tenantId} AND key = ${run.key}
+        AND status = 'completed' AND expires_at <= clock_timestamp()
+      RETURNING 1
+    ), forget AS (
+      DELETE FROM ${t.history} h
+      WHERE h.tenant_id = ${run.tenantId} AND h.key = ${run.key} AND EXISTS (SELECT 1 FROM reset)
+    )
+    SELECT count(*)::int AS n FROM reset
+  `.execute(db);
+  return (rows[0]?.n ?? 0) === 1;
+}
+
+export interface TakeoverRequest {
+  readonly tenantId: string;
+  readonly key: string;
+  readonly ownerToken: string;
+  readonly leaseMs: number;
+  /** A client retry must match the stored fingerprint; the stale-run resumer passes null. */
+  readonly fingerprint: string | null;
+}
+
+interface TakeoverRow {
+  run_id: string;
+  attempt: number;
+  recovery_point: string | null;
+  state: string;
+  input: string;
+  definition: string;
+  definition_hash: string;
+  workflow: string;
+}
+
+/**
+ * Take over an in-flight run whose lease has expired: mint a new owner
+ * token, extend the lease, count the attempt, and return what the new owner
+ * needs to resume, in one statement.
+ *
+ * Races closed: (1) many retries at the moment a lease runs out: the row
+ * lock serialises them, and every loser re-evaluates `locked_until <=
+ * clock_timestamp()` against the winner's fresh lease and gets nothing. (2)
+ * The old owner's renewal against a takeover: whichever commits first wins;
+ * a renewal first leaves the lease valid, a takeover first changes the token
+ * the renewal is fenced on.
+ */
+export async function takeOverExpiredLease(db: Executor, t: Tables, req: TakeoverRequest): Promise<TakenRun | null> {
+  const { rows } = await sql<TakeoverRow>`
+    UPDATE ${t.runs}
+    SET owner_token = ${req.ownerToken}, locked_until = clock_timestamp() + ${leaseInterval(req.leaseMs)},
+        attempt = attempt + 1, updated_at = clock_timestamp()
+    WHERE tenant_id = ${req.tenantId} AND key = ${req.key}
+      AND status = 'in_flight' AND locked_until <= clock_timestamp()
+      AND (${req.fingerprint}::text IS NULL OR fingerprint = ${req.fingerprint})
+    RETURNING run_id, attempt, recovery_point, state::text AS state, input::text AS input,
+              definition::text AS definition, definition_hash, workflow
+  `.execute(db);
+  const row = rows[0];
+  if (!row) return null;
+  return {
+    runId: row.run_id,
+    attempt: row.attempt,
+    recoveryPoint: row.recovery_point,
+    state: row.state,
+    input: row.input,
+    outline: JSON.parse(row.definition) as string[],
+    definitionHash: row.definition_hash,
+    workflow: row.workflow,
+  };
+}

@@ -1,0 +1,82 @@
+/**
+ * Apply the numbered SQL files in `migrations/` to the configured schema.
+ * The whole run happens in one transaction under a transaction-scoped
+ * advisory lock, so two processes migrating at once serialise: the second
+ * waits, then finds every version recorded and applies nothing.
+ */
+import { existsSync, readdirSync, readFileSync } from "node:fs";
+import { dirname, join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { sql } from "kysely";
+import type { Executor, Tables } from "./run-store.js";
+
+export interface Migration {
+  readonly version: number;
+  readonly name: string;
+  readonly sql: string;
+}
+
+/**
+ * Where the SQL files are: `migrations/` beside the package (a published
+ * package ships a copy) or at the repository root (a workspace checkout).
+ */
+function migrationsDir(): string {
+  const here = dirname(fileURLToPath(import.meta.url));
+  const candidates = [join(here, "../../migrations"), join(here, "../../../../migrations")];
+  const found = candidates.find((dir) => existsSync(dir));
+  if (!found) throw new Error(`idempo migrations not found (looked in ${candidates.join(", ")})`);
+  return found;
+}
+
+/** Every migration file, in version order. */
+export function loadMigrations(): Migration[] {
+  const dir = migrationsDir();
+  return readdirSync(dir)
+    .filter((f) => /^\d{4}_[a-z0-9_]+\.sql$/.test(f))
+    .sort()
+    .map((file) => ({
+      version: Number.parseInt(file.slice(0, 4), 10),
+      name: file.replace(/\.sql$/, ""),
+      sql: readFileSync(join(dir, file), "utf8"),
+    }));
+}
+
+/** Stable 64-bit advisory lock id for "migrating this schema". */
+function lockKey(schema: string) {
+  return sql`hashtextextended(${`idempo.migrate:${schema}`}, 0)`;
+}
+
+/**
+ * Apply pending migrations; returns the names applied (empty when up to date).
+ * `db` must be the engine's Kysely instance (a transaction is opened here).
+ */
+export async function applyMigrations(
+  db: Executor & { transaction: Executor["transaction"] },
+  t: Tables,
+): Promise<string[]> {
+  const all = loadMigrations();
+  return db.transaction().execute(async (tx) => {
+    await sql`SELECT pg_advisory_xact_lock(${lockKey(t.schema)})`.execute(tx);
+    await sql`CREATE SCHEMA IF NOT EXISTS ${sql.id(t.schema)}`.execute(tx);
+    await sql`
+      CREATE TABLE IF NOT EXISTS ${t.migrations} (
+        version integer PRIMARY KEY,
+        name text NOT NULL,
+        applied_at timestamptz NOT NULL DEFAULT now()
+      )`.execute(tx);
+    const { rows } = await sql<{ version: number }>`SELECT version FROM ${t.migrations}`.execute(tx);
+    const done = new Set(rows.map((r) => r.version));
+    const applied: string[] = [];
+    // Files name tables without a schema; search_path places them in the configured one.
+    await sql`SELECT set_config('search_path', quote_ident(${t.schema}) || ', public', true)`.execute(tx);
+    for (const m of all) {
+      if (done.has(m.version)) continue;
+      // The version row goes in first: a concurrent runner that slipped past the
+      // lock would fail on the primary key instead of applying the file twice.
+      await sql`INSERT INTO ${t.migrations} (version, name) VALUES (${m.version}, ${m.name})`.execute(tx);
+      await sql.raw(m.sql).execute(tx);
+      applied.push(m.name);
+    }
+    return applied;
+  });
+}

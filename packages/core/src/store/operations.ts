@@ -1,0 +1,120 @@
+/**
+ * Read and repair statements for operators (inspect, list, release). None of
+ * them is on the hot path.
+ */
+import { sql } from "kysely";
+import type { Executor, Tables } from "./run-store.js";
+
+export interface RecordRow {
+  tenant_id: string;
+  key: string;
+  run_id: string;
+  workflow: string;
+  definition: string;
+  status: "in_flight" | "completed";
+  recovery_point: string | null;
+  state: string;
+  input: string;
+  attempt: number;
+  owner_token: string | null;
+  lease_remaining_ms: number | null;
+  outcome: "succeeded" | "failed" | "errored" | null;
+  response_status: number | null;
+  response_body: string | null;
+  created_at: Date;
+  updated_at: Date;
+  expires_at: Date | null;
+  expired: boolean;
+}
+
+export interface HistoryRow {
+  kind: "phase" | "step";
+  name: string;
+  attempt: number;
+  derived_key: string | null;
+  outcome: "started" | "succeeded" | "failed" | "reconciled";
+  error: string | null;
+  started_at: Date;
+  finished_at: Date | null;
+}
+
+const RECORD_COLUMNS = sql`
+  tenant_id, key, run_id, workflow, definition::text AS definition, status, recovery_point,
+  state::text AS state, input::text AS input, attempt, owner_token,
+  CASE WHEN status = 'in_flight'
+       THEN ceil(extract(epoch FROM (locked_until - clock_timestamp())) * 1000)::float8 END AS lease_remaining_ms,
+  outcome, response_status, response_body::text AS response_body, created_at, updated_at, expires_at,
+  (status = 'completed' AND expires_at <= clock_timestamp()) AS expired`;
+
+export async function selectRecord(db: Executor, t: Tables, tenantId: string, key: string): Promise<RecordRow | null> {
+  const { rows } = await sql<RecordRow>`
+    SELECT ${RECORD_COLUMNS} FROM ${t.runs} WHERE tenant_id = ${tenantId} AND key = ${key}
+  `.execute(db);
+  return rows[0] ?? null;
+}
+
+export async function selectHistory(
+  db: Executor,
+  t: Tables,
+  tenantId: string,
+  key: string,
+  runId: string,
+): Promise<HistoryRow[]> {
+  const { rows } = await sql<HistoryRow>`
+    SELECT kind, name, attempt, derived_key, outcome, error, started_at, finished_at
+    FROM ${t.history}
+    WHERE tenant_id = ${tenantId} AND key = ${key} AND run_id = ${runId}
+    ORDER BY started_at, entry_id
+  `.execute(db);
+  return rows;
+}
+
+export interface ListFilter {
+  readonly tenantId: string | undefined;
+  readonly workflow: string | undefined;
+  readonly status: "in_flight" | "completed" | undefined;
+  readonly stuck: boolean;
+  readonly limit: number;
+  /** Position after which to continue: the last row of the previous page. */
+  readonly after: { createdAt: string; tenantId: string; key: string } | undefined;
+}
+
+/**
+ * One page of records, newest first. `stuck` means in flight with an
+ * expired lease (DB clock). Expired completed records are listed as they
+ * are until the sweeper removes them.
+ */
+export async function selectRecords(db: Executor, t: Tables, f: ListFilter): Promise<RecordRow[]> {
+  const conditions = [sql`true`];
+  if (f.tenantId !== undefined) conditions.push(sql`tenant_id = ${f.tenantId}`);
+  if (f.workflow !== undefined) conditions.push(sql`workflow = ${f.workflow}`);
+  if (f.status !== undefined) conditions.push(sql`status = ${f.status}`);
+  if (f.stuck) conditions.push(sql`status = 'in_flight' AND locked_until <= clock_timestamp()`);
+  if (f.after) {
+    conditions.push(
+      sql`(created_at, tenant_id, key) < (${f.after.createdAt}::timestamptz, ${f.after.tenantId}, ${f.after.key})`,
+    );
+  }
+  const { rows } = await sql<RecordRow>`
+    SELECT ${RECORD_COLUMNS} FROM ${t.runs}
+    WHERE ${sql.join(conditions, sql` AND `)}
+    ORDER BY created_at DESC, tenant_id DESC, key DESC
+    LIMIT ${f.limit}
+  `.execute(db);
+  return rows;
+}
+
+/**
+ * Expire the lease of an in-flight run now, so the next retry (or the stale
+ * resumer) may take over at once. Completed runs are not touched.
+ *
+ * @returns true when an in-flight run was released.
+ */
+export async function expireLease(db: Executor, t: Tables, tenantId: string, key: string): Promise<boolean> {
+  const { rows } = await sql`
+    UPDATE ${t.runs} SET locked_until = clock_timestamp(), updated_at = clock_timestamp()
+    WHERE tenant_id = ${tenantId} AND key = ${key} AND status = 'in_flight'
+    RETURNING 1
+  `.execute(db);
+  return rows.length === 1;
+}

@@ -1,0 +1,223 @@
+/**
+ * The writes a run makes while it owns its key. Every one is fenced on the
+ * owner token: an attempt that lost its lease changes nothing, and learns so
+ * from the affected-row count of that very statement.
+ */
+import { sql } from "kysely";
+import { ulid } from "ulid";
+import type { Executor, Ownership, StoredResponse, Tables } from "./run-store.js";
+import { leaseInterval } from "./run-store.js";
+
+function completion(response: StoredResponse | undefined) {
+  if (!response) return sql``;
+  return sql`, status = 'completed', owner_token = NULL, locked_until = NULL,
+    outcome = ${response.outcome}, response_status = ${response.status}, response_body = ${response.body}::json,
+    expires_at = clock_timestamp() + retention_ms * interval '1 millisecond', completed_at = clock_timestamp()`;
+}
+
+export interface Advance {
+  /** The phase or step that just finished: the new recovery point. */
+  readonly name: string;
+  readonly attempt: number;
+  /** JSON text of the whole state after it. */
+  readonly state: string;
+  readonly leaseMs: number;
+  /** Present when this advance also completes the run. */
+  readonly response?: StoredResponse;
+}
+
+/**
+ * Commit a phase: move the recovery point, store the state, extend the lease
+ * and record the phase in the history, in the phase's own transaction, so
+ * the business writes and the progress commit or vanish together.
+ *
+ * Race closed: a zombie attempt (lease expired, key taken over) committing a
+ * phase. The UPDATE matches only the current owner token; a zombie matches
+ * nothing, the caller raises LeaseLostError, and its transaction rolls back
+ * with all its writes. While this UPDATE holds the row lock, a takeover
+ * waits and then sees the renewed lease.
+ *
+ * @returns false when the attempt no longer owns the key.
+ */
+export async function commitPhase(tx: Executor, t: Tables, own: Ownership, adv: Advance): Promise<boolean> {
+  const { rows } = await sql<{ n: number }>`
+    WITH advanced AS (
+      UPDATE ${t.runs}
+      SET recovery_point = ${adv.name}, state = ${adv.state}::json, updated_at = clock_timestamp(),
+          locked_until = clock_timestamp() + ${leaseInterval(adv.leaseMs)} ${completion(adv.response)}
+      WHERE tenant_id = ${own.tenantId} AND key = ${own.key}
+        AND owner_token = ${own.ownerToken} AND status = 'in_flight'
+      RETURNING 1
+    ), logged AS (
+      INSERT INTO ${t.history} (tenant_id, key, run_id, entry_id, kind, name, attempt, outcome, started_at, finished_at)
+      SELECT ${own.tenantId}, ${own.key}, ${own.runId}, ${ulid()}, 'phase', ${adv.name}, ${adv.attempt},
+             'succeeded', now(), clock_timestamp()
+      FROM advanced
+    )
+    SELECT count(*)::int AS n FROM advanced
+  `.execute(tx);
+  return (rows[0]?.n ?? 0) === 1;
+}
+
+export interface StepStart {
+  readonly name: string;
+  readonly attempt: number;
+  readonly derivedKey: string;
+}
+
+/**
+ * Record that a step is about to be called, so a later resume knows the call
+ * may have reached the other system. Reports how many earlier attempts of
+ * this run started the same step without recording a result (in doubt).
+ *
+ * @returns null when the attempt no longer owns the key.
+ */
+export async function recordStepStarted(
+  db: Executor,
+  t: Tables,
+  own: Ownership,
+  step: StepStart,
+): Promise<{ entryId: string; priorStarts: number } | null> {
+  const entryId = ulid();
+  const { rows } = await sql<{ owned: number; prior_starts: number }>`
+    WITH owner AS (
+      SELECT 1 FROM ${t.runs}
+      WHERE tenant_id = ${own.tenantId} AND key = ${own.key} AND owner_token = ${own.ownerToken} AND status = 'in_flight'
+    ), prior AS (
+      SELECT count(*)::int AS n FROM ${t.history}
+      WHERE tenant_id = ${own.tenantId} AND key = ${own.key} AND run_id = ${own.runId}
+        AND kind = 'step' AND name = ${step.name}
+    ), started AS (
+      INSERT INTO ${t.history} (tenant_id, key, run_id, entry_id, kind, name, attempt, derived_key, outcome, started_at)
+      SELECT ${own.tenantId}, ${own.key}, ${own.runId}, ${entryId}, 'step', ${step.name}, ${step.attempt},
+             ${step.derivedKey}, 'started', clock_timestamp()
+      FROM owner
+      RETURNING 1
+    )
+    SELECT (SELECT count(*) FROM started)::int AS owned, (SELECT n FROM prior) AS prior_starts
+  `.execute(db);
+  const row = rows[0];
+  if (!row || row.owned !== 1) return null;
+  return { entryId, priorStarts: row.prior_starts };
+}
+
+/**
+ * Record a step's result: advance the recovery point past it, store the
+ * state (and, for the last item, the response), and close its history entry,
+ * in one fenced statement.
+ *
+ * Race closed: a zombie recording a result after another attempt took over.
+ * It matches no row and changes nothing; the taker's record stands.
+ *
+ * @returns false when the attempt no longer owns the key.
+ */
+export async function recordStepResult(
+  db: Executor,
+  t: Tables,
+  own: Ownership,
+  entryId: string,
+  outcome: "succeeded" | "reconciled",
+  adv: Advance,
+): Promise<boolean> {
+  const { rows } = await sql<{ n: number }>`
+    WITH advanced AS (
+      UPDATE ${t.runs}
+      SET recovery_point = ${adv.name}, state = ${adv.state}::json, updated_at = clock_timestamp(),
+          locked_until = clock_timestamp() + ${leaseInterval(adv.leaseMs)} ${completion(adv.response)}
+      WHERE tenant_id = ${own.tenantId} AND key = ${own.key}
+        AND owner_token = ${own.ownerToken} AND status = 'in_flight'
+      RETURNING 1
+    ), logged AS (
+      UPDATE ${t.history} SET outcome = ${outcome}, finished_at = clock_timestamp()
+      WHERE tenant_id = ${own.tenantId} AND key = ${own.key} AND entry_id = ${entryId}
+        AND EXISTS (SELECT 1 FROM advanced)
+    )
+    SELECT count(*)::int AS n FROM advanced
+  `.execute(db);
+  return (rows[0]?.n ?? 0) === 1;
+}
+
+/**
+ * Complete the run with a response without advancing the recovery point:
+ * `ctx.fail`, a stored unknown error, or a workflow with nothing after its
+ * last recovery point. Fenced like every other write.
+ *
+ * @returns false when the attempt no longer owns the key.
+ */
+export async function completeRun(db: Executor, t: Tables, own: Ownership, response: StoredResponse): Promise<boolean> {
+  const { rows } = await sql<{ n: number }>`
+    UPDATE ${t.runs}
+    SET updated_at = clock_timestamp() ${completion(response)}
+    WHERE tenant_id = ${own.tenantId} AND key = ${own.key}
+      AND owner_token = ${own.ownerToken} AND status = 'in_flight'
+    RETURNING 1 AS n
+  `.execute(db);
+  return rows.length === 1;
+}
+
+/**
+ * Record a failed phase or step in the history (the error path only). A
+ * step's open entry is closed; a phase, whose transaction rolled back, gets
+ * a new entry. Written only while this attempt still owns the key.
+ */
+export async function recordFailure(
+  db: Executor,
+  t: Tables,
+  own: Ownership,
+  failure: { kind: "phase" | "step"; name: string; attempt: number; error: string; entryId: string | null },
+): Promise<void> {
+  if (failure.entryId) {
+    await sql`
+      UPDATE ${t.history} h SET outcome = 'failed', error = ${failure.error}, finished_at = clock_timestamp()
+      FROM ${t.runs} r
+      WHERE h.tenant_id = ${own.tenantId} AND h.key = ${own.key} AND h.entry_id = ${failure.entryId}
+        AND r.tenant_id = h.tenant_id AND r.key = h.key AND r.owner_token = ${own.ownerToken}
+    `.execute(db);
+    return;
+  }
+  await sql`
+    INSERT INTO ${t.history} (tenant_id, key, run_id, entry_id, kind, name, attempt, outcome, error, started_at, finished_at)
+    SELECT ${own.tenantId}, ${own.key}, ${own.runId}, ${ulid()}, ${failure.kind}, ${failure.name}, ${failure.attempt},
+           'failed', ${failure.error}, clock_timestamp(), clock_timestamp()
+    FROM ${t.runs}
+    WHERE tenant_id = ${own.tenantId} AND key = ${own.key} AND owner_token = ${own.ownerToken}
+  `.execute(db);
+}
+
+/**
+ * Delete the claim (`ctx.reject`): only while nothing has committed (no
+ * recovery point) and only by its owner. Refused callers never reach this;
+ * only the owner's own reject removes a claim.
+ *
+ * @returns false when the row was not deleted (not the owner, or a recovery point exists).
+ */
+export async function deleteClaim(db: Executor, t: Tables, own: Ownership): Promise<boolean> {
+  const { rows } = await sql<{ n: number }>`
+    WITH gone AS (
+      DELETE FROM ${t.runs}
+      WHERE tenant_id = ${own.tenantId} AND key = ${own.key} AND owner_token = ${own.ownerToken}
+        AND status = 'in_flight' AND recovery_point IS NULL
+      RETURNING 1
+    ), forget AS (
+      DELETE FROM ${t.history} WHERE tenant_id = ${own.tenantId} AND key = ${own.key} AND EXISTS (SELECT 1 FROM gone)
+    )
+    SELECT count(*)::int AS n FROM gone
+  `.execute(db);
+  return (rows[0]?.n ?? 0) === 1;
+}
+
+/**
+ * Extend the lease while work continues (the heartbeat). Fenced on the
+ * owner token: after a takeover it matches nothing and the attempt learns it
+ * has lost the key.
+ *
+ * @returns false when the attempt no longer owns the key.
+ */
+export async function renewLease(db: Executor, t: Tables, own: Ownership, leaseMs: number): Promise<boolean> {
+  const { rows } = await sql`
+    UPDATE ${t.runs} SET locked_until = clock_timestamp() + ${leaseInterval(leaseMs)}
+    WHERE tenant_id = ${own.tenantId} AND key = ${own.key} AND owner_token = ${own.ownerToken} AND status = 'in_flight'
+    RETURNING 1
+  `.execute(db);
+  return rows.length === 1;
+}

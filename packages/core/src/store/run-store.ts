@@ -1,0 +1,76 @@
+/**
+ * The one narrow seam between the runtime and PostgreSQL. Every statement
+ * that changes a run lives behind it, one function per statement, so the
+ * claim, takeover and fencing SQL can be read in a few files.
+ */
+import type { Kysely, RawBuilder, Transaction } from "kysely";
+import { sql } from "kysely";
+
+/** Anything a statement can run on: the engine's database or a phase's transaction. */
+// biome-ignore lint/suspicious/noExplicitAny: the store is schema-agnostic; tables are addressed with sql.id
+export type Executor = Kysely<any> | Transaction<any>;
+
+/** Names of the tables in the configured schema. */
+export interface Tables {
+  readonly schema: string;
+  readonly runs: RawBuilder<unknown>;
+  readonly history: RawBuilder<unknown>;
+  readonly migrations: RawBuilder<unknown>;
+}
+
+export function tablesIn(schema: string): Tables {
+  return {
+    schema,
+    runs: sql.id(schema, "runs"),
+    history: sql.id(schema, "run_history"),
+    migrations: sql.id(schema, "schema_migrations"),
+  };
+}
+
+/** A lease length in ms as an SQL interval; the arithmetic happens on the DB clock. */
+export function leaseInterval(ms: number): RawBuilder<unknown> {
+  return sql`(${ms}::float8 * interval '1 millisecond')`;
+}
+
+/** The key record as the claim statement saw it when it could not insert. */
+export interface ExistingRun {
+  readonly workflow: string;
+  readonly fingerprint: string;
+  readonly status: "in_flight" | "completed";
+  /** Lease left on the DB clock, ms, at least 0 (in-flight rows). */
+  readonly leaseRemainingMs: number;
+  /** True when a completed row is past its retention (counts as absent). */
+  readonly expired: boolean;
+  readonly outcome: "succeeded" | "failed" | "errored" | null;
+  readonly responseStatus: number | null;
+  /** The stored body as JSON text, verbatim. */
+  readonly responseBody: string | null;
+}
+
+/** What a takeover hands the new owner: everything needed to resume. */
+export interface TakenRun {
+  readonly runId: string;
+  readonly attempt: number;
+  readonly recoveryPoint: string | null;
+  readonly state: string;
+  readonly input: string;
+  readonly outline: readonly string[];
+  readonly definitionHash: string;
+  readonly workflow: string;
+}
+
+/** The identity every fenced write carries. */
+export interface Ownership {
+  readonly tenantId: string;
+  readonly key: string;
+  readonly runId: string;
+  readonly ownerToken: string;
+}
+
+/** The final response a completion stores. */
+export interface StoredResponse {
+  readonly outcome: "succeeded" | "failed" | "errored";
+  readonly status: number;
+  /** JSON text, stored and replayed byte for byte. */
+  readonly body: string;
+}

@@ -1,0 +1,68 @@
+import type { Transaction } from "kysely";
+
+/** What `respond` returns and what a run's caller receives: an HTTP-like status and a JSON body. */
+export interface ResponseSpec<B> {
+  /** HTTP-like status code, 100-599. */
+  status: number;
+  /** JSON-serialisable body, stored verbatim and replayed to every retry. */
+  body: B;
+}
+
+/** What every phase, step and `respond` can read about the run it belongs to. */
+export interface RunInfo<I, S> {
+  /** The validated input, frozen: the copy fixed at the claim, identical on every attempt. */
+  readonly input: I;
+  /** The state accumulated by the phases and steps before this one, frozen. */
+  readonly state: S;
+  /** The client's idempotency key. */
+  readonly key: string;
+  /** The tenant the key belongs to. */
+  readonly tenantId: string;
+  /** Which attempt of the run this is: 1 for the first, +1 for each takeover. */
+  readonly attempt: number;
+}
+
+/** Control methods available inside phases and steps. */
+export interface RunControl {
+  /**
+   * Finish the run now with this response (a declined card is an answer, not
+   * a crash). The response is stored and replayed to every retry. In a
+   * phase, writes the phase already made commit together with the response.
+   */
+  fail(status: number, body: unknown): never;
+  /**
+   * Refuse the request before anything is committed: the claim is deleted,
+   * nothing is stored, and the client may retry the key at once with
+   * corrected input. Only allowed before the first phase or step has
+   * committed; later it raises `WorkflowUsageError` and the run stays at its
+   * recovery point.
+   */
+  reject(status: number, body: unknown): never;
+}
+
+/** The argument of a phase function. */
+export interface PhaseContext<DB, I, S> extends RunInfo<I, S>, RunControl {
+  /**
+   * A Kysely transaction on the engine's database. The phase's writes, the
+   * advance of the recovery point and the owner-token check commit in it
+   * together. Never use the engine's `db` directly inside a phase: on a
+   * single-connection database (PGlite) that waits forever.
+   */
+  readonly tx: Transaction<DB>;
+}
+
+/** The argument of a step function. Steps run outside any transaction. */
+export interface StepContext<I, S> extends RunInfo<I, S>, RunControl {
+  /** The derived key to pass to the downstream system; identical on every attempt. */
+  readonly idempotencyKey: string;
+  /** Aborted when the lease is lost or the step's `timeoutMs` elapses. */
+  readonly signal: AbortSignal;
+}
+
+/** The argument of a step's `reconcile` function. */
+export interface ReconcileContext<I, S> extends RunInfo<I, S> {
+  /** The derived key the in-doubt call used. */
+  readonly idempotencyKey: string;
+  /** Aborted when the lease is lost. */
+  readonly signal: AbortSignal;
+}

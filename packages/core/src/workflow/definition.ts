@@ -1,0 +1,95 @@
+import { createHash } from "node:crypto";
+import type { z } from "zod";
+import type { PhaseContext, ReconcileContext, ResponseSpec, RunInfo, StepContext } from "./context.js";
+
+/** How a workflow treats an error that is neither `fail` nor `reject`. */
+export type UnknownErrorPolicy = "retry" | "store";
+
+/** Per-workflow settings. */
+export interface WorkflowOptions {
+  /**
+   * How long a completed record is kept, in ms (Default: 86 400 000, 24 h).
+   * After it the key is forgotten and a reuse runs again.
+   */
+  retentionMs?: number;
+  /** Lease length for this workflow's runs, in ms (Default: the engine's `leaseMs`). */
+  leaseMs?: number;
+  /**
+   * `'retry'` (default): an unknown error leaves the run in flight at its
+   * recovery point and is rethrown; a retry after the lease resumes it.
+   * `'store'`: the run completes with a stored 500 problem body instead.
+   */
+  onUnknownError?: UnknownErrorPolicy;
+}
+
+/** Retry and recovery settings of one step. */
+export interface StepOptions<I, S, O> {
+  /** Extra in-process tries for errors `retryable` accepts (Default: 0). */
+  retries?: number;
+  /** Which errors are worth another try (Default: none). */
+  retryable?: (error: unknown) => boolean;
+  /** First backoff delay in ms; doubles per try, full jitter (Default: 100). */
+  backoffMs?: number;
+  /** Largest backoff delay in ms (Default: 5 000). */
+  maxBackoffMs?: number;
+  /** Abort `signal` after this many ms per call (Default: no timeout). */
+  timeoutMs?: number;
+  /**
+   * Asked on resume when a previous attempt started this step but its result
+   * was never recorded (the call may have reached the other system). Return
+   * the step's result if the effect happened, or `undefined` to call the
+   * step again with the same derived key.
+   */
+  reconcile?: (ctx: ReconcileContext<I, S>) => Promise<O | undefined> | O | undefined;
+}
+
+/** @internal One phase or step of a definition. */
+export type Item =
+  | {
+      readonly kind: "phase";
+      readonly name: string;
+      readonly run: (ctx: PhaseContext<unknown, unknown, unknown>) => unknown;
+    }
+  | {
+      readonly kind: "step";
+      readonly name: string;
+      readonly run: (ctx: StepContext<unknown, unknown>) => unknown;
+      readonly options: StepOptions<unknown, unknown, unknown>;
+    };
+
+/** @internal The data behind a finished workflow definition. */
+export interface Definition {
+  readonly name: string;
+  readonly schema: z.ZodType | undefined;
+  readonly items: readonly Item[];
+  readonly respond: (ctx: RunInfo<unknown, unknown>) => ResponseSpec<unknown> | Promise<ResponseSpec<unknown>>;
+  readonly options: Readonly<WorkflowOptions>;
+  /** `kind:name` of each item, in order: what a run records to detect changed code. */
+  readonly outline: readonly string[];
+  /** SHA-256 (hex) of the outline. */
+  readonly hash: string;
+}
+
+declare const inputType: unique symbol;
+declare const bodyType: unique symbol;
+
+/**
+ * A finished workflow: pass it to `engine.runOnce`. Immutable and safe to
+ * share between engines and modules. `In` is the input the caller passes
+ * (before zod parsing), `B` the body `respond` returns.
+ */
+export interface Workflow<In, B> {
+  /** The workflow's name, stored with every run and part of the request fingerprint. */
+  readonly name: string;
+  /** @internal */
+  readonly definition: Definition;
+  /** @internal type-only marker */
+  readonly [inputType]?: In;
+  /** @internal type-only marker */
+  readonly [bodyType]?: B;
+}
+
+/** @internal */
+export function outlineHash(outline: readonly string[]): string {
+  return createHash("sha256").update(JSON.stringify(outline)).digest("hex");
+}

@@ -8,11 +8,16 @@ import { ulid } from "ulid";
 import type { Executor, Ownership, StoredResponse, Tables } from "./run-store.js";
 import { leaseInterval } from "./run-store.js";
 
-function completion(response: StoredResponse | undefined) {
-  if (!response) return sql``;
-  return sql`, status = 'completed', owner_token = NULL, locked_until = NULL,
+/** SET clause of a completion: store the response, drop owner and lease, start retention. */
+function completion(response: StoredResponse) {
+  return sql`status = 'completed', owner_token = NULL, locked_until = NULL,
     outcome = ${response.outcome}, response_status = ${response.status}, response_body = ${response.body}::json,
     expires_at = clock_timestamp() + retention_ms * interval '1 millisecond', completed_at = clock_timestamp()`;
+}
+
+/** SET clause of an advance: a commit also extends the lease, unless it completes the run. */
+function leaseOrCompletion(adv: Advance) {
+  return adv.response ? completion(adv.response) : sql`locked_until = clock_timestamp() + ${leaseInterval(adv.leaseMs)}`;
 }
 
 export interface Advance {
@@ -44,7 +49,7 @@ export async function commitPhase(tx: Executor, t: Tables, own: Ownership, adv: 
     WITH advanced AS (
       UPDATE ${t.runs}
       SET recovery_point = ${adv.name}, state = ${adv.state}::json, updated_at = clock_timestamp(),
-          locked_until = clock_timestamp() + ${leaseInterval(adv.leaseMs)} ${completion(adv.response)}
+          ${leaseOrCompletion(adv)}
       WHERE tenant_id = ${own.tenantId} AND key = ${own.key}
         AND owner_token = ${own.ownerToken} AND status = 'in_flight'
       RETURNING 1
@@ -123,7 +128,7 @@ export async function recordStepResult(
     WITH advanced AS (
       UPDATE ${t.runs}
       SET recovery_point = ${adv.name}, state = ${adv.state}::json, updated_at = clock_timestamp(),
-          locked_until = clock_timestamp() + ${leaseInterval(adv.leaseMs)} ${completion(adv.response)}
+          ${leaseOrCompletion(adv)}
       WHERE tenant_id = ${own.tenantId} AND key = ${own.key}
         AND owner_token = ${own.ownerToken} AND status = 'in_flight'
       RETURNING 1
@@ -147,7 +152,7 @@ export async function recordStepResult(
 export async function completeRun(db: Executor, t: Tables, own: Ownership, response: StoredResponse): Promise<boolean> {
   const { rows } = await sql<{ n: number }>`
     UPDATE ${t.runs}
-    SET updated_at = clock_timestamp() ${completion(response)}
+    SET updated_at = clock_timestamp(), ${completion(response)}
     WHERE tenant_id = ${own.tenantId} AND key = ${own.key}
       AND owner_token = ${own.ownerToken} AND status = 'in_flight'
     RETURNING 1 AS n

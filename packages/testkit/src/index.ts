@@ -1,0 +1,3 @@
+export { createDatabase, dropDatabase, uniqueName, withDatabase } from "./databases.js";
+export type { TestServer } from "./server.js";
+export { acquireServer, canConnect } from "./server.js";

@@ -146,3 +146,19 @@ export class UnstorableValueError extends IdempoError {
     this.issues = issues;
   }
 }
+
+/**
+ * The database connection failed or was terminated mid-operation (503).
+ * Whatever transaction was open rolled back, so the run is still at its
+ * last recovery point; retry the same key later and it resumes from there.
+ */
+export class DatabaseUnavailableError extends IdempoError {
+  constructor(cause: unknown) {
+    super(
+      "database_unavailable",
+      503,
+      `the database connection failed: ${cause instanceof Error ? cause.message : String(cause)}; the run stays at its last recovery point, retry later`,
+      { cause },
+    );
+  }
+}

@@ -1,5 +1,6 @@
 export type { InputIssue } from "./errors.js";
 export {
+  DatabaseUnavailableError,
   IdempoError,
   IdempotencyKeyInProgressError,
   IdempotencyKeyMismatchError,
@@ -13,10 +14,19 @@ export {
 export type { JsonObject, JsonValue } from "./json/json-value.js";
 export { deriveStepKey } from "./keys/derived-key.js";
 export { MAX_KEY_BYTES } from "./keys/key-validation.js";
-export type { Engine, EngineOptions, RunOnceRequest } from "./runtime/engine.js";
+export type {
+  Engine,
+  EngineOptions,
+  ResumeReport,
+  ResumeStaleOptions,
+  RunOnceRequest,
+  SweepOptions,
+  WorkerOptions,
+} from "./runtime/engine.js";
 export { createEngine } from "./runtime/engine.js";
 export type { HistoryEntry, KeyPage, ListKeysOptions, RunRecord } from "./runtime/records.js";
 export type { RunResult } from "./runtime/run-result.js";
+export type { Worker } from "./runtime/worker.js";
 export type {
   PhaseContext,
   ReconcileContext,

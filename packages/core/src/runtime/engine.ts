@@ -1,6 +1,8 @@
 import type { Kysely } from "kysely";
 import { ulid } from "ulid";
 import {
+  DatabaseUnavailableError,
+  IdempoError,
   IdempotencyKeyInProgressError,
   IdempotencyKeyMismatchError,
   InputValidationError,
@@ -12,6 +14,7 @@ import { assertValidKey } from "../keys/key-validation.js";
 import type { NewRun } from "../store/claim.js";
 import { claimNewKey, reclaimExpiredKey, takeOverExpiredLease } from "../store/claim.js";
 import { applyMigrations } from "../store/migrate.js";
+import { selectStaleRuns, sweepBatch } from "../store/maintenance.js";
 import { expireLease, selectHistory, selectRecord, selectRecords } from "../store/operations.js";
 import type { Executor, TakenRun } from "../store/run-store.js";
 import { tablesIn } from "../store/run-store.js";
@@ -22,7 +25,11 @@ import { faultHookOf } from "./hooks.js";
 import type { KeyPage, ListKeysOptions, RunRecord } from "./records.js";
 import { decodeCursor, encodeCursor, toRecord } from "./records.js";
 import type { RunResult } from "./run-result.js";
+import { isConnectionLoss } from "./db-errors.js";
+import { checkResumable } from "./resumable.js";
 import { deepFreeze, inputToJson, parseInput } from "./values.js";
+import type { Worker } from "./worker.js";
+import { startLoop } from "./worker.js";
 
 /** Settings of an engine. */
 export interface EngineOptions<DB> {
@@ -77,6 +84,58 @@ export interface Engine {
    * @returns true when an in-flight record was released.
    */
   release(tenantId: string, key: string): Promise<boolean>;
+  /**
+   * Finish abandoned runs: find in-flight runs of the given workflows whose
+   * lease expired, take each over with the same atomic statement a client
+   * retry uses (so resumers and clients race safely), and run it to the end
+   * from its recovery point with the stored input.
+   */
+  resumeStale(options: ResumeStaleOptions): Promise<ResumeReport>;
+  /**
+   * Delete completed records past retention in bounded batches (SKIP LOCKED;
+   * never in-flight records). Expired records already count as absent, so
+   * sweeping only reclaims space.
+   * @returns how many records were deleted.
+   */
+  sweep(options?: SweepOptions): Promise<number>;
+  /**
+   * Run `resumeStale` and `sweep` in the background every `intervalMs`.
+   * `await worker.stop()` waits for the runs it is finishing.
+   */
+  startWorker(options: WorkerOptions): Worker;
+}
+
+/** Options of `resumeStale`. */
+export interface ResumeStaleOptions {
+  /** The workflow definitions this process can run; runs of other workflows are left alone. */
+  // biome-ignore lint/suspicious/noExplicitAny: any workflow, whatever its input and body types
+  workflows: readonly Workflow<any, any>[];
+  /** Most runs to take over in one call (Default: 100). */
+  limit?: number;
+}
+
+/** What `resumeStale` did, run by run. */
+export interface ResumeReport {
+  readonly resumed: readonly { tenantId: string; key: string; workflow: string; status: number; outcome: string }[];
+  readonly failed: readonly { tenantId: string; key: string; workflow: string; error: Error }[];
+}
+
+/** Options of `sweep`. */
+export interface SweepOptions {
+  /** Records per batch, i.e. per short transaction (Default: 500). */
+  batchSize?: number;
+  /** Most batches in one call (Default: 100). */
+  maxBatches?: number;
+}
+
+/** Options of `startWorker`. */
+export interface WorkerOptions extends ResumeStaleOptions {
+  /** Pause between rounds in ms (Default: 5 000). */
+  intervalMs?: number;
+  /** Also sweep expired records each round (Default: true). */
+  sweep?: boolean;
+  /** Called with errors of a round; the loop goes on (Default: ignore). */
+  onError?: (error: unknown) => void;
 }
 
 const DEFAULT_LEASE_MS = 30_000;
@@ -90,33 +149,6 @@ function positiveMs(name: string, value: number | undefined, fallback: number): 
     throw new WorkflowDefinitionError(`engine option ${name} must be a positive integer of milliseconds`);
   }
   return value;
-}
-
-/**
- * Check that a run started under another definition can resume under this
- * one: its recovery point must still exist and every item after it must be
- * unchanged, so no step is re-derived and called again under a new name.
- */
-function checkResumable(def: Definition, taken: TakenRun): void {
-  if (taken.workflow !== def.name) {
-    throw new WorkflowDefinitionError(`run belongs to workflow '${taken.workflow}', not '${def.name}'`);
-  }
-  if (taken.definitionHash === def.hash) return;
-  const rp = taken.recoveryPoint;
-  const from = (outline: readonly string[]) => {
-    if (rp === null) return outline;
-    const idx = outline.findIndex((entry) => entry.slice(entry.indexOf(":") + 1) === rp);
-    return idx < 0 ? null : outline.slice(idx + 1);
-  };
-  const stored = from(taken.outline);
-  const current = from(def.outline);
-  if (current === null || stored === null || JSON.stringify(stored) !== JSON.stringify(current)) {
-    throw new WorkflowDefinitionError(
-      `cannot resume workflow '${def.name}' at recovery point '${rp ?? "(start)"}': the run started under ` +
-        `[${taken.outline.join(", ")}] but the current definition is [${def.outline.join(", ")}]. ` +
-        "Deploy the old definition (or a new workflow name) to finish in-flight runs before renaming, reordering or removing phases and steps",
-    );
-  }
 }
 
 /**
@@ -142,7 +174,17 @@ export function createEngine<DB>(options: EngineOptions<DB>): Engine {
   const deps = (): ExecutorDeps => ({ db, tables, heartbeatMs, hook: faultHookOf(engine) });
 
   async function runOnce<In, B>(wf: Workflow<In, B>, request: RunOnceRequest<In>): Promise<RunResult<B>> {
-    const def = wf.definition;
+    try {
+      return await claimAndRun(wf, request);
+    } catch (error) {
+      if (!(error instanceof IdempoError) && isConnectionLoss(error)) throw new DatabaseUnavailableError(error);
+      throw error;
+    }
+  }
+
+  async function claimAndRun<In, B>(wf: Workflow<In, B>, request: RunOnceRequest<In>): Promise<RunResult<B>> {
+    const def = wf?.definition;
+    if (!def) throw new WorkflowDefinitionError("runOnce needs a workflow built with workflow(...).respond(...)");
     assertValidKey(request?.tenantId, "tenant id");
     assertValidKey(request.key, "idempotency key");
     const json = inputToJson(request.input);
@@ -226,8 +268,56 @@ export function createEngine<DB>(options: EngineOptions<DB>): Engine {
     });
   }
 
+  async function resumeStale(opts: ResumeStaleOptions): Promise<ResumeReport> {
+    const byName = new Map(opts.workflows.map((w) => [w.name, w.definition]));
+    const limit = opts.limit ?? 100;
+    const resumed: ResumeReport["resumed"][number][] = [];
+    const failed: ResumeReport["failed"][number][] = [];
+    for (const stale of await selectStaleRuns(db, tables, [...byName.keys()], limit)) {
+      const def = byName.get(stale.workflow) as Definition;
+      const runLease = def.options.leaseMs ?? leaseMs;
+      const ownerToken = ulid();
+      try {
+        const taken = await takeOverExpiredLease(db, tables, { ...stale, ownerToken, leaseMs: runLease, fingerprint: null });
+        if (!taken) continue; // a client or another resumer got it first, or its owner renewed
+        const res = await resume(def, taken, { tenantId: stale.tenantId, key: stale.key, ownerToken }, runLease);
+        resumed.push({ ...stale, status: res.status, outcome: res.outcome });
+      } catch (error) {
+        failed.push({ ...stale, error: error instanceof Error ? error : new Error(String(error)) });
+      }
+    }
+    return { resumed, failed };
+  }
+
+  async function sweep(opts: SweepOptions = {}): Promise<number> {
+    const batchSize = opts.batchSize ?? 500;
+    const maxBatches = opts.maxBatches ?? 100;
+    let total = 0;
+    for (let i = 0; i < maxBatches; i++) {
+      const n = await sweepBatch(db, tables, batchSize);
+      total += n;
+      if (n < batchSize) break;
+    }
+    return total;
+  }
+
   const engine: Engine = {
     runOnce,
+    resumeStale,
+    sweep,
+    startWorker(opts) {
+      const intervalMs = positiveMs("intervalMs", opts.intervalMs, 5_000);
+      const onError = opts.onError ?? (() => {});
+      return startLoop(
+        intervalMs,
+        async () => {
+          const report = await resumeStale(opts);
+          for (const f of report.failed) onError(f.error);
+          if (opts.sweep !== false) await sweep();
+        },
+        onError,
+      );
+    },
     migrate: () => applyMigrations(db, tables),
     async inspect(tenantId, key) {
       assertValidKey(tenantId, "tenant id");

@@ -3,7 +3,13 @@
  * the last committed recovery point, run the next phase or step, commit its
  * result fenced on the owner token, and repeat until the run completes.
  */
-import { LeaseLostError, IdempoError, WorkflowDefinitionError, WorkflowUsageError } from "../errors.js";
+import {
+  DatabaseUnavailableError,
+  IdempoError,
+  LeaseLostError,
+  WorkflowDefinitionError,
+  WorkflowUsageError,
+} from "../errors.js";
 import type { JsonObject, JsonValue } from "../json/json-value.js";
 import { deriveStepKey } from "../keys/derived-key.js";
 import type { Advance } from "../store/progress.js";
@@ -22,6 +28,7 @@ import type { Definition, Item } from "../workflow/definition.js";
 import type { FaultHook } from "./hooks.js";
 import { LeaseKeeper } from "./lease-keeper.js";
 import type { RunResult } from "./run-result.js";
+import { isConnectionLoss, isTransient } from "./db-errors.js";
 import { CrashSignal, FailSignal, RejectSignal } from "./signals.js";
 import { callStep } from "./step-call.js";
 import { bodyText, checkStatus, mergeState } from "./values.js";
@@ -44,14 +51,9 @@ export interface ExecutorDeps {
   readonly hook: FaultHook | undefined;
 }
 
-const TRANSIENT = new Set(["40001", "40P01"]);
 const PHASE_TRIES = 5;
 
 type Outcome = { kind: "continue"; state: JsonObject } | { kind: "done"; result: RunResult<unknown> };
-
-function isTransient(error: unknown): boolean {
-  return typeof error === "object" && error !== null && TRANSIENT.has((error as { code?: string }).code ?? "");
-}
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
@@ -94,11 +96,13 @@ export async function execute(deps: ExecutorDeps, plan: Plan): Promise<RunResult
       const item = items[i] as Item;
       current = item;
       const last = i === items.length - 1;
-      await hook(`before:${item.kind}:${item.name}`);
-      const outcome =
-        item.kind === "phase"
-          ? await runPhase(deps, plan, lease, item, info(state), last)
-          : await runStep(deps, plan, lease, item, info(state), last, hook);
+      let outcome: Outcome;
+      if (item.kind === "phase") {
+        await hook(`before:phase:${item.name}`);
+        outcome = await runPhase(deps, plan, lease, item, info(state), last);
+      } else {
+        outcome = await runStep(deps, plan, lease, item, info(state), last, hook);
+      }
       if (outcome.kind === "done") return outcome.result;
       state = outcome.state;
       recoveryPoint = item.name;
@@ -113,6 +117,7 @@ export async function execute(deps: ExecutorDeps, plan: Plan): Promise<RunResult
     if (error instanceof CrashSignal) throw error;
     if (error instanceof RejectSignal) return reject(deps, plan, error, recoveryPoint, current);
     if (error instanceof LeaseLostError) throw lease.lost();
+    if (isConnectionLoss(error)) throw new DatabaseUnavailableError(error);
     if (current && !(error instanceof IdempoError)) {
       await recordFailure(deps.db, deps.tables, own, {
         kind: current.kind,
@@ -256,6 +261,7 @@ async function runStep(
     derivedKey: idempotencyKey,
   });
   if (!started) throw lease.lost();
+  await hook(`before:step:${item.name}`);
   let result: unknown;
   let outcome: "succeeded" | "reconciled" = "succeeded";
   try {

@@ -1,0 +1,20 @@
+/** Classify driver errors by SQLSTATE (PostgreSQL appendix A) and connection failures. */
+
+function sqlstate(error: unknown): string {
+  return typeof error === "object" && error !== null ? String((error as { code?: unknown }).code ?? "") : "";
+}
+
+/** Serialization failure or deadlock: the transaction rolled back whole and may be retried. */
+export function isTransient(error: unknown): boolean {
+  const code = sqlstate(error);
+  return code === "40001" || code === "40P01";
+}
+
+/** The connection is gone: class 08, admin shutdown / crash (57P01-57P03), or a socket-level failure. */
+export function isConnectionLoss(error: unknown): boolean {
+  const code = sqlstate(error);
+  if (code.startsWith("08") || code === "57P01" || code === "57P02" || code === "57P03") return true;
+  if (["ECONNRESET", "ECONNREFUSED", "EPIPE", "ETIMEDOUT"].includes(code)) return true;
+  const message = error instanceof Error ? error.message : "";
+  return /Connection terminated|connection is closed|Client has encountered a connection error/i.test(message);
+}

@@ -1,0 +1,35 @@
+/**
+ * A background loop with graceful shutdown: runs `tick` every `intervalMs`
+ * (measured from the end of the previous tick, so ticks never overlap) and
+ * `stop()` waits for the tick in progress.
+ */
+
+/** A running background worker. */
+export interface Worker {
+  /** Stop scheduling ticks and wait for the one in progress (runs it owns finish). */
+  stop(): Promise<void>;
+}
+
+export function startLoop(intervalMs: number, tick: () => Promise<void>, onError: (error: unknown) => void): Worker {
+  let stopped = false;
+  let timer: NodeJS.Timeout | undefined;
+  let running: Promise<void> = Promise.resolve();
+
+  const schedule = (delay: number) => {
+    if (stopped) return;
+    timer = setTimeout(() => {
+      running = tick()
+        .catch(onError)
+        .finally(() => schedule(intervalMs));
+    }, delay);
+  };
+  schedule(0);
+
+  return {
+    async stop() {
+      stopped = true;
+      if (timer) clearTimeout(timer);
+      await running;
+    },
+  };
+}

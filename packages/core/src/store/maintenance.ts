@@ -1,0 +1,62 @@
+/**
+ * Background statements: finding abandoned runs and sweeping expired
+ * records. Both skip rows others hold, so they never stall the hot path.
+ */
+import { sql } from "kysely";
+import type { Executor, Tables } from "./run-store.js";
+
+export interface StaleRun {
+  readonly tenantId: string;
+  readonly key: string;
+  readonly workflow: string;
+}
+
+/**
+ * In-flight runs whose lease has expired (DB clock), oldest lease first.
+ * Only a candidate list: each is then taken over with the same atomic
+ * statement a client retry uses, so a resumer racing a client is safe.
+ */
+export async function selectStaleRuns(
+  db: Executor,
+  t: Tables,
+  workflows: readonly string[],
+  limit: number,
+): Promise<StaleRun[]> {
+  const { rows } = await sql<{ tenant_id: string; key: string; workflow: string }>`
+    SELECT tenant_id, key, workflow FROM ${t.runs}
+    WHERE status = 'in_flight' AND locked_until <= clock_timestamp()
+      AND workflow = ANY(${sql.val(workflows)}::text[])
+    ORDER BY locked_until
+    LIMIT ${limit}
+  `.execute(db);
+  return rows.map((r) => ({ tenantId: r.tenant_id, key: r.key, workflow: r.workflow }));
+}
+
+/**
+ * Delete one bounded batch of completed records past retention, with their
+ * history; returns how many records went.
+ *
+ * Races closed: rows a claim is reclaiming right now are locked and skipped
+ * (SKIP LOCKED), never waited on; the DELETE re-checks status and expiry so
+ * a row that turned in flight is never deleted. In-flight rows never match.
+ */
+export async function sweepBatch(db: Executor, t: Tables, batchSize: number): Promise<number> {
+  const { rows } = await sql<{ n: number }>`
+    WITH doomed AS (
+      SELECT tenant_id, key FROM ${t.runs}
+      WHERE status = 'completed' AND expires_at <= clock_timestamp()
+      LIMIT ${batchSize}
+      FOR UPDATE SKIP LOCKED
+    ), gone AS (
+      DELETE FROM ${t.runs} r USING doomed d
+      WHERE r.tenant_id = d.tenant_id AND r.key = d.key
+        AND r.status = 'completed' AND r.expires_at <= clock_timestamp()
+      RETURNING r.tenant_id, r.key, r.run_id
+    ), forgotten AS (
+      DELETE FROM ${t.history} h USING gone g
+      WHERE h.tenant_id = g.tenant_id AND h.key = g.key AND h.run_id = g.run_id
+    )
+    SELECT count(*)::int AS n FROM gone
+  `.execute(db);
+  return rows[0]?.n ?? 0;
+}

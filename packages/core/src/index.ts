@@ -25,9 +25,19 @@ export type {
 } from "./runtime/engine.js";
 export { createEngine } from "./runtime/engine.js";
 export type { HistoryEntry, KeyPage, ListKeysOptions, RunRecord } from "./runtime/records.js";
+export type {
+  DeliveryContext,
+  DeliveryHandler,
+  NotificationSource,
+  OutboxMessage,
+  Relay,
+  RelayOptions,
+} from "./runtime/relay.js";
 export type { RunResult } from "./runtime/run-result.js";
 export type { Worker } from "./runtime/worker.js";
 export type {
+  EnqueueOptions,
+  Outbox,
   PhaseContext,
   ReconcileContext,
   ResponseSpec,

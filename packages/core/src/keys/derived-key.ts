@@ -13,3 +13,17 @@ export function deriveStepKey(tenantId: string, key: string, workflow: string, s
   const digest = createHash("sha256").update(JSON.stringify([tenantId, key, workflow, step])).digest("base64url");
   return `idem_${digest}`;
 }
+
+/**
+ * The delivery key of an outbox message enqueued without one: a pure
+ * function of (tenant id, key, run id, phase name, position in the phase),
+ * so a phase re-run after a rollback enqueues under the same keys, and a
+ * key reused after retention (a new run) under new ones. `dlv_` plus 43
+ * base64url characters.
+ */
+export function deriveDeliveryKey(tenantId: string, key: string, runId: string, phase: string, position: number): string {
+  const digest = createHash("sha256")
+    .update(JSON.stringify([tenantId, key, runId, phase, position]))
+    .digest("base64url");
+  return `dlv_${digest}`;
+}

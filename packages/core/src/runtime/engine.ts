@@ -26,6 +26,8 @@ import type { KeyPage, ListKeysOptions, RunRecord } from "./records.js";
 import { decodeCursor, encodeCursor, toRecord } from "./records.js";
 import type { RunResult } from "./run-result.js";
 import { isConnectionLoss } from "./db-errors.js";
+import type { Relay, RelayOptions } from "./relay.js";
+import { startRelay } from "./relay.js";
 import { checkResumable } from "./resumable.js";
 import { deepFreeze, inputToJson, parseInput } from "./values.js";
 import type { Worker } from "./worker.js";
@@ -103,6 +105,12 @@ export interface Engine {
    * `await worker.stop()` waits for the runs it is finishing.
    */
   startWorker(options: WorkerOptions): Worker;
+  /**
+   * Deliver outbox messages at least once: claim due messages (SKIP LOCKED),
+   * call the topic's handler outside any transaction with a stable
+   * `deliveryKey`, mark delivered; back off and finally dead-letter on failure.
+   */
+  startRelay(options: RelayOptions): Relay;
 }
 
 /** Options of `resumeStale`. */
@@ -305,6 +313,7 @@ export function createEngine<DB>(options: EngineOptions<DB>): Engine {
     runOnce,
     resumeStale,
     sweep,
+    startRelay: (opts) => startRelay(db, tables, () => faultHookOf(engine), opts),
     startWorker(opts) {
       const intervalMs = positiveMs("intervalMs", opts.intervalMs, 5_000);
       const onError = opts.onError ?? (() => {});

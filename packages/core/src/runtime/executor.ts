@@ -30,6 +30,7 @@ import { LeaseKeeper } from "./lease-keeper.js";
 import type { RunResult } from "./run-result.js";
 import { isConnectionLoss, isTransient } from "./db-errors.js";
 import { CrashSignal, FailSignal, RejectSignal } from "./signals.js";
+import { phaseOutbox } from "./phase-outbox.js";
 import { callStep } from "./step-call.js";
 import { bodyText, checkStatus, mergeState } from "./values.js";
 
@@ -217,7 +218,7 @@ async function runPhase(
       return await deps.db.transaction().execute(async (tx): Promise<Outcome> => {
         let result: unknown;
         try {
-          result = await item.run({ ...info, ...control(), tx });
+          result = await item.run({ ...info, ...control(), tx, outbox: phaseOutbox(deps, plan, item.name, tx) });
         } catch (error) {
           if (!(error instanceof FailSignal)) throw error;
           // Writes the phase made before ctx.fail commit with the stored response.

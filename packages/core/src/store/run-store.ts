@@ -16,6 +16,7 @@ export interface Tables {
   readonly runs: RawBuilder<unknown>;
   readonly history: RawBuilder<unknown>;
   readonly migrations: RawBuilder<unknown>;
+  readonly outbox: RawBuilder<unknown>;
 }
 
 export function tablesIn(schema: string): Tables {
@@ -24,6 +25,7 @@ export function tablesIn(schema: string): Tables {
     runs: sql.id(schema, "runs"),
     history: sql.id(schema, "run_history"),
     migrations: sql.id(schema, "schema_migrations"),
+    outbox: sql.id(schema, "outbox"),
   };
 }
 

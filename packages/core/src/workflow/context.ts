@@ -40,8 +40,31 @@ export interface RunControl {
   reject(status: number, body: unknown): never;
 }
 
+/** Options of one outbox message. */
+export interface EnqueueOptions {
+  /**
+   * The key the relay passes to the handler so the receiver can deduplicate
+   * (Default: derived from tenant, key, run, phase and position). Same rules as an idempotency key.
+   */
+  deliveryKey?: string;
+}
+
+/** The phase's handle on the outbox: messages commit or vanish with the phase. */
+export interface Outbox {
+  /**
+   * Queue a message for at-least-once delivery by a relay, in the phase's
+   * transaction. `payload` must be a JSON value.
+   * @returns the message's delivery key.
+   * @throws UnstorableValueError when the payload is not JSON.
+   * @throws InvalidIdempotencyKeyError when the topic or a given delivery key is malformed.
+   */
+  enqueue(topic: string, payload: unknown, options?: EnqueueOptions): Promise<string>;
+}
+
 /** The argument of a phase function. */
 export interface PhaseContext<DB, I, S> extends RunInfo<I, S>, RunControl {
+  /** Side effects that cannot take an idempotency key (email, SMS); see {@link Outbox}. */
+  readonly outbox: Outbox;
   /**
    * A Kysely transaction on the engine's database. The phase's writes, the
    * advance of the recovery point and the owner-token check commit in it

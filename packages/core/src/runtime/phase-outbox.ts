@@ -1,0 +1,35 @@
+import { ulid } from "ulid";
+import { UnstorableValueError } from "../errors.js";
+import { toJsonValue } from "../json/json-value.js";
+import { deriveDeliveryKey } from "../keys/derived-key.js";
+import { assertValidKey } from "../keys/key-validation.js";
+import { insertMessage } from "../store/outbox.js";
+import type { Executor } from "../store/run-store.js";
+import type { Outbox } from "../workflow/context.js";
+import type { ExecutorDeps, Plan } from "./executor.js";
+
+/** The outbox handle of one phase transaction; positions count from 0 on every try. */
+export function phaseOutbox(deps: ExecutorDeps, plan: Plan, phase: string, tx: Executor): Outbox {
+  let position = 0;
+  return {
+    async enqueue(topic, payload, options = {}) {
+      assertValidKey(topic, "outbox topic");
+      const converted = toJsonValue(payload);
+      if (!converted.ok) throw new UnstorableValueError(`outbox message '${topic}' in phase '${phase}'`, converted.issues);
+      const { tenantId, key, runId } = plan.own;
+      const deliveryKey = options.deliveryKey ?? deriveDeliveryKey(tenantId, key, runId, phase, position);
+      position++;
+      assertValidKey(deliveryKey, "delivery key");
+      await insertMessage(tx, deps.tables, {
+        tenantId,
+        key,
+        runId,
+        messageId: ulid(),
+        topic,
+        payload: JSON.stringify(converted.value),
+        deliveryKey,
+      });
+      return deliveryKey;
+    },
+  };
+}

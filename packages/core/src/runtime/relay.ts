@@ -1,0 +1,182 @@
+/**
+ * The outbox relay: claims due messages, delivers each outside any
+ * transaction, and marks it delivered; failures back off (exponential, full
+ * jitter) up to `maxAttempts`, then the message is dead-lettered with its
+ * last error. Delivery is at least once: a relay that dies after the handler
+ * succeeded but before marking the row redelivers it, with the same
+ * delivery key, once its claim expires.
+ */
+import type { JsonValue } from "../json/json-value.js";
+import type { ClaimedMessage } from "../store/outbox.js";
+import { claimDue, markDelivered, markFailed, OUTBOX_CHANNEL } from "../store/outbox.js";
+import type { Executor, Tables } from "../store/run-store.js";
+import type { FaultHook } from "./hooks.js";
+import { CrashSignal } from "./signals.js";
+
+/** One outbox message as a handler sees it. */
+export interface OutboxMessage {
+  readonly messageId: string;
+  readonly tenantId: string;
+  /** The idempotency key of the run that enqueued it. */
+  readonly key: string;
+  readonly topic: string;
+  readonly payload: JsonValue;
+  readonly createdAt: Date;
+}
+
+/** Delivery details passed with each message. */
+export interface DeliveryContext {
+  /** Stable across redeliveries: give it to the receiver so it can deduplicate. */
+  readonly deliveryKey: string;
+  /** 1 for the first delivery attempt, +1 for each retry. */
+  readonly attempt: number;
+  /** Aborted when the relay's claim on the message runs out or the relay stops. */
+  readonly signal: AbortSignal;
+}
+
+/** Delivers one message; throw to retry it later. */
+export type DeliveryHandler = (message: OutboxMessage, ctx: DeliveryContext) => Promise<void> | void;
+
+/**
+ * A connection the relay can LISTEN on, so it wakes the moment a phase
+ * commits a message: a dedicated, connected `pg.Client`, or a PGlite instance.
+ */
+export type NotificationSource =
+  | { listen(channel: string, callback: (payload: string) => void): Promise<() => Promise<void>> }
+  | {
+      query(text: string): Promise<unknown>;
+      on(event: "notification", listener: (message: { channel: string }) => void): unknown;
+      off(event: "notification", listener: (message: { channel: string }) => void): unknown;
+    };
+
+/** Options of `engine.startRelay`. */
+export interface RelayOptions {
+  /** A handler per topic; messages of other topics are left for other relays. */
+  handlers: Readonly<Record<string, DeliveryHandler>>;
+  /** Messages delivered at once (Default: 4). */
+  concurrency?: number;
+  /** Attempts before a message is dead-lettered (Default: 10). */
+  maxAttempts?: number;
+  /** First retry delay in ms, doubling per attempt with full jitter (Default: 1 000). */
+  backoffMs?: number;
+  /** Largest retry delay in ms (Default: 300 000). */
+  maxBackoffMs?: number;
+  /** How long a relay holds a claimed message, in ms; longer than any handler should take (Default: 60 000). */
+  leaseMs?: number;
+  /** Polling interval in ms when nothing wakes the relay (Default: 5 000). */
+  pollIntervalMs?: number;
+  /** Wake on NOTIFY instead of waiting for the next poll (Default: poll only). */
+  listen?: NotificationSource;
+  /** Called with delivery and database errors; the relay goes on (Default: ignore). */
+  onError?: (error: unknown) => void;
+}
+
+/** A running relay. */
+export interface Relay {
+  /** Stop claiming, wait for deliveries in progress, and stop listening. */
+  stop(): Promise<void>;
+}
+
+async function subscribe(source: NotificationSource, wake: () => void): Promise<() => Promise<void>> {
+  if ("listen" in source) return source.listen(OUTBOX_CHANNEL, wake);
+  const listener = (message: { channel: string }) => {
+    if (message.channel === OUTBOX_CHANNEL) wake();
+  };
+  source.on("notification", listener);
+  await source.query(`LISTEN ${OUTBOX_CHANNEL}`);
+  return async () => {
+    source.off("notification", listener);
+    await source.query(`UNLISTEN ${OUTBOX_CHANNEL}`);
+  };
+}
+
+export function startRelay(
+  db: Executor,
+  tables: Tables,
+  hook: () => FaultHook | undefined,
+  options: RelayOptions,
+): Relay {
+  const topics = Object.keys(options.handlers);
+  const concurrency = options.concurrency ?? 4;
+  const maxAttempts = options.maxAttempts ?? 10;
+  const backoffMs = options.backoffMs ?? 1_000;
+  const maxBackoffMs = options.maxBackoffMs ?? 300_000;
+  const leaseMs = options.leaseMs ?? 60_000;
+  const pollIntervalMs = options.pollIntervalMs ?? 5_000;
+  const onError = options.onError ?? (() => {});
+  const stopping = new AbortController();
+  let woken = false;
+  let wakeUp: (() => void) | undefined;
+
+  const wake = () => {
+    woken = true;
+    wakeUp?.();
+  };
+  const sleepUntilWoken = () =>
+    new Promise<void>((resolve) => {
+      if (woken || stopping.signal.aborted) return resolve();
+      const timer = setTimeout(done, pollIntervalMs);
+      function done() {
+        clearTimeout(timer);
+        wakeUp = undefined;
+        resolve();
+      }
+      wakeUp = done;
+    });
+
+  async function deliver(m: ClaimedMessage): Promise<void> {
+    const handler = options.handlers[m.topic];
+    if (!handler) return;
+    const signal = AbortSignal.any([stopping.signal, AbortSignal.timeout(leaseMs)]);
+    try {
+      await handler(
+        {
+          messageId: m.message_id,
+          tenantId: m.tenant_id,
+          key: m.key,
+          topic: m.topic,
+          payload: JSON.parse(m.payload) as JsonValue,
+          createdAt: m.created_at,
+        },
+        { deliveryKey: m.delivery_key, attempt: m.attempts, signal },
+      );
+      await hook()?.(`delivered:outbox:${m.topic}`, { tenantId: m.tenant_id, key: m.key, attempt: m.attempts });
+      await markDelivered(db, tables, m);
+    } catch (error) {
+      if (error instanceof CrashSignal) return; // as if the relay died here: the claim simply runs out
+      onError(error);
+      const delay = Math.random() * Math.min(maxBackoffMs, backoffMs * 2 ** (m.attempts - 1));
+      const message = error instanceof Error ? error.message : String(error);
+      await markFailed(db, tables, m, message, m.attempts >= maxAttempts, delay).catch(onError);
+    }
+  }
+
+  async function loop(): Promise<void> {
+    while (!stopping.signal.aborted) {
+      woken = false;
+      let batch: ClaimedMessage[] = [];
+      try {
+        batch = await claimDue(db, tables, topics, concurrency, leaseMs);
+      } catch (error) {
+        onError(error);
+      }
+      if (batch.length === 0) await sleepUntilWoken();
+      else await Promise.all(batch.map(deliver));
+    }
+  }
+
+  const unsubscribe = options.listen ? subscribe(options.listen, wake) : Promise.resolve(async () => {});
+  const running = unsubscribe.then(loop, (error: unknown) => {
+    onError(error);
+    return loop();
+  });
+
+  return {
+    async stop() {
+      stopping.abort();
+      wakeUp?.();
+      await running;
+      await (await unsubscribe.catch(() => async () => {}))().catch(onError);
+    },
+  };
+}

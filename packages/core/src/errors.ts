@@ -68,12 +68,7 @@ export class InputValidationError extends IdempoError {
   /** Every problem found, each with its path. */
   readonly issues: readonly InputIssue[];
   constructor(issues: readonly InputIssue[], options?: { cause?: unknown }) {
-    super(
-      "invalid_input",
-      400,
-      `invalid input: ${issues.map((i) => `${i.path}: ${i.message}`).join("; ")}`,
-      options,
-    );
+    super("invalid_input", 400, `invalid input: ${issues.map((i) => `${i.path}: ${i.message}`).join("; ")}`, options);
     this.issues = issues;
   }
 }

@@ -14,6 +14,7 @@ export {
 export type { JsonObject, JsonValue } from "./json/json-value.js";
 export { deriveStepKey } from "./keys/derived-key.js";
 export { MAX_KEY_BYTES } from "./keys/key-validation.js";
+export type { AdminApi, ListOutboxOptions, OutboxEntry, WorkflowStats } from "./runtime/admin-api.js";
 export type {
   Engine,
   EngineOptions,
@@ -35,6 +36,8 @@ export type {
 } from "./runtime/relay.js";
 export type { RunResult } from "./runtime/run-result.js";
 export type { Worker } from "./runtime/worker.js";
+export type { StateUpdate, WorkflowBuilder } from "./workflow/builder.js";
+export { workflow } from "./workflow/builder.js";
 export type {
   EnqueueOptions,
   Outbox,
@@ -45,6 +48,4 @@ export type {
   RunInfo,
   StepContext,
 } from "./workflow/context.js";
-export type { StateUpdate, WorkflowBuilder } from "./workflow/builder.js";
-export { workflow } from "./workflow/builder.js";
 export type { StepOptions, UnknownErrorPolicy, Workflow, WorkflowOptions } from "./workflow/definition.js";

@@ -10,7 +10,9 @@ import { createHash } from "node:crypto";
  */
 export function deriveStepKey(tenantId: string, key: string, workflow: string, step: string): string {
   // JSON array encoding makes the parts unambiguous ("a|b","c" vs "a","b|c").
-  const digest = createHash("sha256").update(JSON.stringify([tenantId, key, workflow, step])).digest("base64url");
+  const digest = createHash("sha256")
+    .update(JSON.stringify([tenantId, key, workflow, step]))
+    .digest("base64url");
   return `idem_${digest}`;
 }
 
@@ -21,7 +23,13 @@ export function deriveStepKey(tenantId: string, key: string, workflow: string, s
  * key reused after retention (a new run) under new ones. `dlv_` plus 43
  * base64url characters.
  */
-export function deriveDeliveryKey(tenantId: string, key: string, runId: string, phase: string, position: number): string {
+export function deriveDeliveryKey(
+  tenantId: string,
+  key: string,
+  runId: string,
+  phase: string,
+  position: number,
+): string {
   const digest = createHash("sha256")
     .update(JSON.stringify([tenantId, key, runId, phase, position]))
     .digest("base64url");

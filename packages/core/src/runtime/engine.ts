@@ -13,22 +13,24 @@ import type { JsonObject, JsonValue } from "../json/json-value.js";
 import { assertValidKey } from "../keys/key-validation.js";
 import type { NewRun } from "../store/claim.js";
 import { claimNewKey, reclaimExpiredKey, takeOverExpiredLease } from "../store/claim.js";
-import { applyMigrations } from "../store/migrate.js";
 import { selectStaleRuns, sweepBatch } from "../store/maintenance.js";
+import { applyMigrations } from "../store/migrate.js";
 import { expireLease, selectHistory, selectRecord, selectRecords } from "../store/operations.js";
 import type { Executor, TakenRun } from "../store/run-store.js";
 import { tablesIn } from "../store/run-store.js";
 import type { Definition, Workflow } from "../workflow/definition.js";
+import type { AdminApi } from "./admin-api.js";
+import { adminApi } from "./admin-api.js";
+import { isConnectionLoss } from "./db-errors.js";
 import type { ExecutorDeps } from "./executor.js";
 import { execute } from "./executor.js";
 import { faultHookOf } from "./hooks.js";
 import type { KeyPage, ListKeysOptions, RunRecord } from "./records.js";
 import { decodeCursor, encodeCursor, toRecord } from "./records.js";
-import type { RunResult } from "./run-result.js";
-import { isConnectionLoss } from "./db-errors.js";
 import type { Relay, RelayOptions } from "./relay.js";
 import { startRelay } from "./relay.js";
 import { checkResumable } from "./resumable.js";
+import type { RunResult } from "./run-result.js";
 import { deepFreeze, inputToJson, parseInput } from "./values.js";
 import type { Worker } from "./worker.js";
 import { startLoop } from "./worker.js";
@@ -58,7 +60,7 @@ export interface RunOnceRequest<In> {
 }
 
 /** An idempo engine bound to one database; see {@link createEngine}. */
-export interface Engine {
+export interface Engine extends AdminApi {
   /**
    * Run `workflow` once for `(tenantId, key)`: claim the key and execute, or
    * replay the stored response, or take over an expired lease and resume
@@ -251,7 +253,13 @@ export function createEngine<DB>(options: EngineOptions<DB>): Engine {
       }
       if (found.leaseRemainingMs > 0) throw new IdempotencyKeyInProgressError(tenantId, key, found.leaseRemainingMs);
       const ownerToken = ulid();
-      const taken = await takeOverExpiredLease(db, tables, { tenantId, key, ownerToken, leaseMs: runLease, fingerprint });
+      const taken = await takeOverExpiredLease(db, tables, {
+        tenantId,
+        key,
+        ownerToken,
+        leaseMs: runLease,
+        fingerprint,
+      });
       if (!taken) continue;
       return resume(def, taken, { tenantId, key, ownerToken }, runLease) as Promise<RunResult<B>>;
     }
@@ -286,7 +294,12 @@ export function createEngine<DB>(options: EngineOptions<DB>): Engine {
       const runLease = def.options.leaseMs ?? leaseMs;
       const ownerToken = ulid();
       try {
-        const taken = await takeOverExpiredLease(db, tables, { ...stale, ownerToken, leaseMs: runLease, fingerprint: null });
+        const taken = await takeOverExpiredLease(db, tables, {
+          ...stale,
+          ownerToken,
+          leaseMs: runLease,
+          fingerprint: null,
+        });
         if (!taken) continue; // a client or another resumer got it first, or its owner renewed
         const res = await resume(def, taken, { tenantId: stale.tenantId, key: stale.key, ownerToken }, runLease);
         resumed.push({ ...stale, status: res.status, outcome: res.outcome });
@@ -310,6 +323,7 @@ export function createEngine<DB>(options: EngineOptions<DB>): Engine {
   }
 
   const engine: Engine = {
+    ...adminApi(db, tables),
     runOnce,
     resumeStale,
     sweep,

@@ -25,12 +25,12 @@ import {
 import type { Executor, Ownership, StoredResponse, Tables } from "../store/run-store.js";
 import type { RunInfo } from "../workflow/context.js";
 import type { Definition, Item } from "../workflow/definition.js";
+import { isConnectionLoss, isTransient } from "./db-errors.js";
 import type { FaultHook } from "./hooks.js";
 import { LeaseKeeper } from "./lease-keeper.js";
-import type { RunResult } from "./run-result.js";
-import { isConnectionLoss, isTransient } from "./db-errors.js";
-import { CrashSignal, FailSignal, RejectSignal } from "./signals.js";
 import { phaseOutbox } from "./phase-outbox.js";
+import type { RunResult } from "./run-result.js";
+import { CrashSignal, FailSignal, RejectSignal } from "./signals.js";
 import { callStep } from "./step-call.js";
 import { bodyText, checkStatus, mergeState } from "./values.js";
 
@@ -235,7 +235,9 @@ async function runPhase(
           ...(last ? { response: await respondWith(plan.def, { ...info, state }) } : {}),
         };
         if (!(await commitPhase(tx, deps.tables, plan.own, advance))) throw lease.lost();
-        return advance.response ? { kind: "done", result: resultOf(advance.response, false) } : { kind: "continue", state };
+        return advance.response
+          ? { kind: "done", result: resultOf(advance.response, false) }
+          : { kind: "continue", state };
       });
     } catch (error) {
       if (!isTransient(error) || tries >= PHASE_TRIES) throw error;

@@ -14,7 +14,10 @@
 export type HookPoint = string;
 
 /** Called at each point; throw `CrashSignal` to crash there, or await to pause. */
-export type FaultHook = (point: HookPoint, run: { tenantId: string; key: string; attempt: number }) => void | Promise<void>;
+export type FaultHook = (
+  point: HookPoint,
+  run: { tenantId: string; key: string; attempt: number },
+) => void | Promise<void>;
 
 const hooks = new WeakMap<object, FaultHook>();
 

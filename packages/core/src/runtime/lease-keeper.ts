@@ -1,4 +1,4 @@
-import { LeaseLostError } from "../errors.js";
+import type { LeaseLostError } from "../errors.js";
 
 /**
  * Keeps an attempt's lease alive while it works: renews it on an interval

@@ -15,7 +15,8 @@ export function phaseOutbox(deps: ExecutorDeps, plan: Plan, phase: string, tx: E
     async enqueue(topic, payload, options = {}) {
       assertValidKey(topic, "outbox topic");
       const converted = toJsonValue(payload);
-      if (!converted.ok) throw new UnstorableValueError(`outbox message '${topic}' in phase '${phase}'`, converted.issues);
+      if (!converted.ok)
+        throw new UnstorableValueError(`outbox message '${topic}' in phase '${phase}'`, converted.issues);
       const { tenantId, key, runId } = plan.own;
       const deliveryKey = options.deliveryKey ?? deriveDeliveryKey(tenantId, key, runId, phase, position);
       position++;

@@ -40,7 +40,11 @@ export interface RunRecord {
   /** In flight: ms left on the lease by the DB clock (negative = expired that long ago). `null` once completed. */
   readonly leaseRemainingMs: number | null;
   /** The stored response once completed. */
-  readonly response: { readonly status: number; readonly body: JsonValue; readonly outcome: "succeeded" | "failed" | "errored" } | null;
+  readonly response: {
+    readonly status: number;
+    readonly body: JsonValue;
+    readonly outcome: "succeeded" | "failed" | "errored";
+  } | null;
   readonly createdAt: Date;
   readonly updatedAt: Date;
   /** When a completed record stops counting (retention). */
@@ -87,7 +91,11 @@ export function toRecord(row: RecordRow, history: HistoryRow[] | undefined): Run
     leaseRemainingMs: row.lease_remaining_ms,
     response:
       row.status === "completed" && row.response_status !== null && row.outcome !== null
-        ? { status: row.response_status, body: JSON.parse(row.response_body ?? "null") as JsonValue, outcome: row.outcome }
+        ? {
+            status: row.response_status,
+            body: JSON.parse(row.response_body ?? "null") as JsonValue,
+            outcome: row.outcome,
+          }
         : null,
     createdAt: row.created_at,
     updatedAt: row.updated_at,

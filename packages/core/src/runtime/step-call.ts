@@ -32,7 +32,8 @@ export async function callStep(
 ): Promise<unknown> {
   const { retries = 0, retryable, backoffMs = 100, maxBackoffMs = 5_000, timeoutMs } = item.options;
   for (let tryNo = 0; ; tryNo++) {
-    const signal = timeoutMs === undefined ? leaseSignal : AbortSignal.any([leaseSignal, AbortSignal.timeout(timeoutMs)]);
+    const signal =
+      timeoutMs === undefined ? leaseSignal : AbortSignal.any([leaseSignal, AbortSignal.timeout(timeoutMs)]);
     try {
       return await item.run({ ...ctx, signal } as StepContext<unknown, unknown>);
     } catch (error) {

@@ -51,7 +51,9 @@ export function mergeState(state: JsonObject, result: unknown, where: string): J
   if (!converted.ok) throw new UnstorableValueError(where, converted.issues);
   const value = converted.value;
   if (value === null || typeof value !== "object" || Array.isArray(value)) {
-    throw new UnstorableValueError(where, [{ path: "$", message: "must return an object (merged into state) or nothing" }]);
+    throw new UnstorableValueError(where, [
+      { path: "$", message: "must return an object (merged into state) or nothing" },
+    ]);
   }
   return Object.freeze({ ...state, ...(value as JsonObject) });
 }
@@ -66,7 +68,9 @@ export function bodyText(body: unknown, where: string): string {
 /** Check a response status: an integer HTTP status, 100-599. */
 export function checkStatus(status: unknown, where: string): number {
   if (typeof status !== "number" || !Number.isInteger(status) || status < 100 || status > 599) {
-    throw new UnstorableValueError(where, [{ path: "status", message: `must be an integer 100-599, got ${String(status)}` }]);
+    throw new UnstorableValueError(where, [
+      { path: "status", message: `must be an integer 100-599, got ${String(status)}` },
+    ]);
   }
   return status;
 }

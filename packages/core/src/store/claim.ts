@@ -4,7 +4,7 @@
  * a replay is answered by the same round trip without writing anything.
  */
 import { sql } from "kysely";
-import type { ExistingRun, Executor, TakenRun, Tables } from "./run-store.js";
+import type { Executor, ExistingRun, Tables, TakenRun } from "./run-store.js";
 import { leaseInterval } from "./run-store.js";
 
 export interface NewRun {

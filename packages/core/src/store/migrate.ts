@@ -80,3 +80,14 @@ export async function applyMigrations(
     return applied;
   });
 }
+
+/** Migrations not yet applied to the schema, in order (for DBAs who apply SQL by hand). */
+export async function pendingMigrations(db: Executor, t: Tables): Promise<Migration[]> {
+  const { rows } = await sql<{ present: boolean }>`
+    SELECT to_regclass(format('%I.schema_migrations', ${t.schema}::text)) IS NOT NULL AS present
+  `.execute(db);
+  if (!rows[0]?.present) return loadMigrations();
+  const { rows: done } = await sql<{ version: number }>`SELECT version FROM ${t.migrations}`.execute(db);
+  const applied = new Set(done.map((r) => r.version));
+  return loadMigrations().filter((m) => !applied.has(m.version));
+}

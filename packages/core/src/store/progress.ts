@@ -17,7 +17,9 @@ function completion(response: StoredResponse) {
 
 /** SET clause of an advance: a commit also extends the lease, unless it completes the run. */
 function leaseOrCompletion(adv: Advance) {
-  return adv.response ? completion(adv.response) : sql`locked_until = clock_timestamp() + ${leaseInterval(adv.leaseMs)}`;
+  return adv.response
+    ? completion(adv.response)
+    : sql`locked_until = clock_timestamp() + ${leaseInterval(adv.leaseMs)}`;
 }
 
 export interface Advance {
@@ -102,7 +104,7 @@ export async function recordStepStarted(
     SELECT (SELECT count(*) FROM started)::int AS owned, (SELECT n FROM prior) AS prior_starts
   `.execute(db);
   const row = rows[0];
-  if (!row || row.owned !== 1) return null;
+  if (row?.owned !== 1) return null;
   return { entryId, priorStarts: row.prior_starts };
 }
 

@@ -51,7 +51,8 @@ export class WorkflowBuilder<DB, In, I, S> {
    * fingerprint is taken from the raw input, before zod defaults or stripping.
    */
   input<Z extends z.ZodType>(schema: Z): WorkflowBuilder<DB, z.input<Z>, z.output<Z>, S> {
-    if (this.#items.length > 0) throw new WorkflowDefinitionError(`workflow '${this.#name}': call .input() before the first phase or step`);
+    if (this.#items.length > 0)
+      throw new WorkflowDefinitionError(`workflow '${this.#name}': call .input() before the first phase or step`);
     return new WorkflowBuilder(this.#name, schema, this.#items, this.#options);
   }
 
@@ -137,7 +138,7 @@ export class WorkflowBuilder<DB, In, I, S> {
 export function workflow<DB = unknown>(
   name: string,
   options: WorkflowOptions = {},
-): WorkflowBuilder<DB, JsonValue, JsonValue, {}> {
+): WorkflowBuilder<DB, JsonValue, JsonValue, Record<never, never>> {
   checkName("workflow", name);
   for (const field of ["retentionMs", "leaseMs"] as const) {
     const v = options[field];

@@ -1,0 +1,48 @@
+import { describe, expect, it } from "vitest";
+import * as core from "./index.js";
+import * as internal from "./internal.js";
+
+// Changing the public API must be a decision: update this list deliberately.
+describe("public exports", () => {
+  it("@idempo/core exports exactly these values", () => {
+    expect(Object.keys(core).sort()).toEqual([
+      "DatabaseUnavailableError",
+      "IdempoError",
+      "IdempotencyKeyInProgressError",
+      "IdempotencyKeyMismatchError",
+      "InputValidationError",
+      "InvalidIdempotencyKeyError",
+      "LeaseLostError",
+      "MAX_KEY_BYTES",
+      "UnstorableValueError",
+      "WorkflowDefinitionError",
+      "WorkflowUsageError",
+      "createEngine",
+      "deriveStepKey",
+      "workflow",
+    ]);
+  });
+
+  it("@idempo/core/internal exports only the fault-injection hook", () => {
+    expect(Object.keys(internal).sort()).toEqual(["CrashSignal", "setFaultHook"]);
+  });
+
+  it("every error carries a stable code and HTTP status", () => {
+    const cases: [core.IdempoError, string, number][] = [
+      [new core.IdempotencyKeyInProgressError("t", "k", 10), "key_in_progress", 409],
+      [new core.IdempotencyKeyMismatchError("t", "k", "x"), "key_mismatch", 422],
+      [new core.InputValidationError([{ path: "$", message: "x" }]), "invalid_input", 400],
+      [new core.InvalidIdempotencyKeyError("x"), "invalid_key", 400],
+      [new core.LeaseLostError("t", "k", "x"), "lease_lost", 409],
+      [new core.WorkflowDefinitionError("x"), "workflow_definition", 500],
+      [new core.WorkflowUsageError("x"), "workflow_usage", 500],
+      [new core.UnstorableValueError("x", []), "unstorable_value", 500],
+      [new core.DatabaseUnavailableError(new Error("x")), "database_unavailable", 503],
+    ];
+    for (const [error, code, status] of cases) {
+      expect(error).toBeInstanceOf(core.IdempoError);
+      expect(error).toBeInstanceOf(Error);
+      expect([error.code, error.httpStatus]).toEqual([code, status]);
+    }
+  });
+});

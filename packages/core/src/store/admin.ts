@@ -1,0 +1,88 @@
+/**
+ * Operator statements behind the CLI: forget a key, count records, list and
+ * retry outbox messages, show pending migrations. None is on the hot path.
+ */
+import { sql } from "kysely";
+import type { Executor, Tables } from "./run-store.js";
+
+/**
+ * Delete a key's record and history (the key is forgotten; a reuse runs
+ * again). Outbox messages already committed stay and are still delivered.
+ */
+export async function deleteRecord(db: Executor, t: Tables, tenantId: string, key: string): Promise<boolean> {
+  const { rows } = await sql<{ n: number }>`
+    WITH gone AS (
+      DELETE FROM ${t.runs} WHERE tenant_id = ${tenantId} AND key = ${key} RETURNING 1
+    ), forgotten AS (
+      DELETE FROM ${t.history} WHERE tenant_id = ${tenantId} AND key = ${key}
+    )
+    SELECT count(*)::int AS n FROM gone
+  `.execute(db);
+  return (rows[0]?.n ?? 0) === 1;
+}
+
+export interface StatsRow {
+  workflow: string;
+  status: "in_flight" | "completed";
+  records: number;
+  stuck: number;
+  expired: number;
+  oldest_created_at: Date | null;
+}
+
+export async function selectStats(db: Executor, t: Tables): Promise<StatsRow[]> {
+  const { rows } = await sql<StatsRow>`
+    SELECT workflow, status, count(*)::int AS records,
+           count(*) FILTER (WHERE status = 'in_flight' AND locked_until <= clock_timestamp())::int AS stuck,
+           count(*) FILTER (WHERE status = 'completed' AND expires_at <= clock_timestamp())::int AS expired,
+           min(created_at) AS oldest_created_at
+    FROM ${t.runs}
+    GROUP BY workflow, status
+    ORDER BY workflow, status
+  `.execute(db);
+  return rows;
+}
+
+export interface OutboxRow {
+  tenant_id: string;
+  message_id: string;
+  key: string;
+  topic: string;
+  delivery_key: string;
+  status: "pending" | "delivered" | "dead";
+  attempts: number;
+  available_at: Date;
+  last_error: string | null;
+  created_at: Date;
+  delivered_at: Date | null;
+}
+
+export async function selectOutbox(
+  db: Executor,
+  t: Tables,
+  f: { tenantId: string | undefined; status: string | undefined; topic: string | undefined; limit: number },
+): Promise<OutboxRow[]> {
+  const conditions = [sql`true`];
+  if (f.tenantId !== undefined) conditions.push(sql`tenant_id = ${f.tenantId}`);
+  if (f.status !== undefined) conditions.push(sql`status = ${f.status}`);
+  if (f.topic !== undefined) conditions.push(sql`topic = ${f.topic}`);
+  const { rows } = await sql<OutboxRow>`
+    SELECT tenant_id, message_id, key, topic, delivery_key, status, attempts, available_at, last_error, created_at,
+           delivered_at
+    FROM ${t.outbox}
+    WHERE ${sql.join(conditions, sql` AND `)}
+    ORDER BY created_at DESC, message_id DESC
+    LIMIT ${f.limit}
+  `.execute(db);
+  return rows;
+}
+
+/** Put a dead (or failing) message back in line now, with a fresh attempt budget. */
+export async function requeueMessage(db: Executor, t: Tables, tenantId: string, messageId: string): Promise<boolean> {
+  const { rows } = await sql`
+    UPDATE ${t.outbox} SET status = 'pending', attempts = 0, available_at = clock_timestamp(), locked_until = NULL
+    WHERE tenant_id = ${tenantId} AND message_id = ${messageId} AND status IN ('pending', 'dead')
+    RETURNING 1
+  `.execute(db);
+  return rows.length === 1;
+}

@@ -53,8 +53,9 @@ CREATE TABLE run_history (
   name         text        NOT NULL,
   attempt      integer     NOT NULL,
   derived_key  text,
-  -- started: a step call may be under way or in doubt; the rest are final.
-  outcome      text        NOT NULL CHECK (outcome IN ('started', 'succeeded', 'failed', 'reconciled')),
+  -- started: a step call may be under way or in doubt; interrupted: a later
+  -- attempt found it started and took the step over; the rest are final.
+  outcome      text        NOT NULL CHECK (outcome IN ('started', 'interrupted', 'succeeded', 'failed', 'reconciled')),
   error        text,
   started_at   timestamptz NOT NULL,
   finished_at  timestamptz,

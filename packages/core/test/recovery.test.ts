@@ -151,7 +151,7 @@ describe("in-doubt steps", () => {
     expect(counters).toEqual({ reconcile: 1, charge: 1 });
     expect(payments.calls).toHaveLength(1);
     const rec = await engine.inspect("rc", "k1");
-    expect(rec?.history?.map((h) => h.outcome)).toEqual(["started", "reconciled"]);
+    expect(rec?.history?.map((h) => h.outcome)).toEqual(["interrupted", "reconciled"]);
   });
 
   it("when reconcile finds nothing, the step is called again with the same derived key", async () => {

@@ -11,8 +11,11 @@ export interface HistoryEntry {
   readonly attempt: number;
   /** The derived key a step used downstream; `null` for phases. */
   readonly derivedKey: string | null;
-  /** `started` on a step means its call may be under way, or in doubt after a crash. */
-  readonly outcome: "started" | "succeeded" | "failed" | "reconciled";
+  /**
+   * `started`: the step's call may be under way, or in doubt after a crash;
+   * `interrupted`: a later attempt found it started and took the step over.
+   */
+  readonly outcome: "started" | "interrupted" | "succeeded" | "failed" | "reconciled";
   readonly error: string | null;
   /** DB clock. */
   readonly startedAt: Date;

@@ -28,6 +28,23 @@ function migrationsDir(): string {
   return found;
 }
 
+/**
+ * Split a migration file into statements: each ends with `;` at the end of a
+ * line, and `--` comments are dropped. Statement by statement, because
+ * drivers on the extended protocol (PGlite) accept one command per query.
+ * Migration files follow this shape (no `$$` bodies spanning such lines).
+ */
+export function splitStatements(text: string): string[] {
+  const withoutComments = text
+    .split("\n")
+    .map((line) => line.replace(/--.*$/, ""))
+    .join("\n");
+  return withoutComments
+    .split(/;\s*$/m)
+    .map((s) => s.trim())
+    .filter((s) => s.length > 0);
+}
+
 /** Every migration file, in version order. */
 export function loadMigrations(): Migration[] {
   const dir = migrationsDir();
@@ -74,7 +91,7 @@ export async function applyMigrations(
       // The version row goes in first: a concurrent runner that slipped past the
       // lock would fail on the primary key instead of applying the file twice.
       await sql`INSERT INTO ${t.migrations} (version, name) VALUES (${m.version}, ${m.name})`.execute(tx);
-      await sql.raw(m.sql).execute(tx);
+      for (const statement of splitStatements(m.sql)) await sql.raw(statement).execute(tx);
       applied.push(m.name);
     }
     return applied;

@@ -32,7 +32,7 @@ export interface HistoryRow {
   name: string;
   attempt: number;
   derived_key: string | null;
-  outcome: "started" | "succeeded" | "failed" | "reconciled";
+  outcome: "started" | "interrupted" | "succeeded" | "failed" | "reconciled";
   error: string | null;
   started_at: Date;
   finished_at: Date | null;

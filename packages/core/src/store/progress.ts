@@ -94,6 +94,11 @@ export async function recordStepStarted(
       SELECT count(*)::int AS n FROM ${t.history}
       WHERE tenant_id = ${own.tenantId} AND key = ${own.key} AND run_id = ${own.runId}
         AND kind = 'step' AND name = ${step.name}
+    ), interrupted AS (
+      -- Earlier attempts that started this step and never recorded it were cut off.
+      UPDATE ${t.history} SET outcome = 'interrupted', finished_at = clock_timestamp()
+      WHERE tenant_id = ${own.tenantId} AND key = ${own.key} AND run_id = ${own.runId}
+        AND kind = 'step' AND name = ${step.name} AND outcome = 'started' AND EXISTS (SELECT 1 FROM owner)
     ), started AS (
       INSERT INTO ${t.history} (tenant_id, key, run_id, entry_id, kind, name, attempt, derived_key, outcome, started_at)
       SELECT ${own.tenantId}, ${own.key}, ${own.runId}, ${entryId}, 'step', ${step.name}, ${step.attempt},

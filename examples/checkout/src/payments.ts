@@ -1,0 +1,124 @@
+/**
+ * A stand-in for a payment provider with Stripe-style idempotent requests.
+ * It keeps everything in memory and counts what it sees, so the demo can
+ * tell requests (a retry may repeat one) from charges (there must be one).
+ */
+
+/** What the provider compares when a key comes back. */
+export interface ChargeParams {
+  orderId: string;
+  amountCents: number;
+}
+
+/** A charge the provider made. */
+export interface Charge {
+  id: string;
+  orderId: string;
+  amountCents: number;
+}
+
+/** One request as the provider logged it. */
+export interface ProviderRequest {
+  idempotencyKey: string;
+  /** `charged`: a new charge; `replayed`: answered from the idempotency cache; `refused`: an error or an abandoned call. */
+  outcome: "charged" | "replayed" | "refused";
+}
+
+/** An error answer from the provider; `retryable` marks the ones worth another try. */
+export class PaymentError extends Error {
+  constructor(
+    readonly status: number,
+    readonly code: string,
+    message: string,
+  ) {
+    super(message);
+    this.name = "PaymentError";
+  }
+
+  /** Server-side trouble (5xx) may pass; a 4xx will not. */
+  get retryable(): boolean {
+    return this.status >= 500;
+  }
+}
+
+const MAX_KEY_LENGTH = 255;
+
+/**
+ * The fake provider. Like Stripe, it remembers each idempotency key with the
+ * parameters it was first used with: the same key and parameters return the
+ * original charge without charging again; the same key with other
+ * parameters is refused (400).
+ *
+ * @example
+ * const payments = new FakePaymentProvider()
+ * const charge = await payments.charge({ orderId, amountCents: 4999 }, { idempotencyKey })
+ */
+export class FakePaymentProvider {
+  /** Every request received, in order. */
+  readonly requests: ProviderRequest[] = [];
+  readonly #byKey = new Map<string, { params: string; charge: Charge }>();
+  #failuresLeft = 0;
+  #hanging = false;
+
+  /** Charges actually made (requests answered from the cache do not count). */
+  get chargesMade(): number {
+    return this.#byKey.size;
+  }
+
+  /** Answer the next `count` requests with a 503 before charging anything (Default: 1). */
+  failNext(count = 1): void {
+    this.#failuresLeft = count;
+  }
+
+  /** Stop answering (`true`) until the caller's signal aborts, or answer again (`false`). */
+  hang(on = true): void {
+    this.#hanging = on;
+  }
+
+  /**
+   * Charge `params.amountCents` for `params.orderId`, at most once per key.
+   *
+   * @throws PaymentError 400 when the key is too long or was used with other parameters; 503 when told to fail.
+   * @throws the signal's reason when `signal` aborts while the provider hangs.
+   */
+  async charge(params: ChargeParams, options: { idempotencyKey: string; signal?: AbortSignal }): Promise<Charge> {
+    const { idempotencyKey, signal } = options;
+    const refuse = (error: unknown): never => {
+      this.requests.push({ idempotencyKey, outcome: "refused" });
+      throw error;
+    };
+    if (this.#hanging) await untilAborted(signal).catch(refuse);
+    if (this.#failuresLeft > 0) {
+      this.#failuresLeft--;
+      refuse(new PaymentError(503, "provider_unavailable", "the provider is unavailable, try again"));
+    }
+    if (idempotencyKey.length === 0 || idempotencyKey.length > MAX_KEY_LENGTH) {
+      refuse(new PaymentError(400, "invalid_idempotency_key", `idempotency keys are 1-${MAX_KEY_LENGTH} characters`));
+    }
+    // Compared field by field in a fixed order, so property order never matters.
+    const fingerprint = JSON.stringify([params.orderId, params.amountCents]);
+    const known = this.#byKey.get(idempotencyKey);
+    if (known) {
+      if (known.params !== fingerprint) {
+        refuse(
+          new PaymentError(400, "idempotency_key_reused", "this idempotency key was used with different parameters"),
+        );
+      }
+      this.requests.push({ idempotencyKey, outcome: "replayed" });
+      return known.charge;
+    }
+    const charge: Charge = { id: `ch_${String(this.#byKey.size + 1).padStart(4, "0")}`, ...params };
+    this.#byKey.set(idempotencyKey, { params: fingerprint, charge });
+    this.requests.push({ idempotencyKey, outcome: "charged" });
+    return charge;
+  }
+}
+
+/** Wait until `signal` aborts, then reject with its reason; without a signal, wait forever. */
+function untilAborted(signal: AbortSignal | undefined): Promise<never> {
+  return new Promise((_, reject) => {
+    if (!signal) return;
+    if (signal.aborted) reject(signal.reason);
+    else signal.addEventListener("abort", () => reject(signal.reason), { once: true });
+  });
+}

@@ -62,9 +62,14 @@ describe("serialization: toJsonValue refuses values JSON cannot represent faithf
   });
 
   it("names nested paths through arrays and objects", () => {
-    expect(rejected({ items: [{ sku: "a", qty: 1 }, { sku: "b", qty: 2n }] })).toEqual([
-      { path: "$.items[1].qty", message: expect.stringMatching(/BigInt/) },
-    ]);
+    expect(
+      rejected({
+        items: [
+          { sku: "a", qty: 1 },
+          { sku: "b", qty: 2n },
+        ],
+      }),
+    ).toEqual([{ path: "$.items[1].qty", message: expect.stringMatching(/BigInt/) }]);
   });
 
   it("names keys that are not identifiers unambiguously", () => {
@@ -73,7 +78,7 @@ describe("serialization: toJsonValue refuses values JSON cannot represent faithf
   });
 
   it("refuses a key that holds a lone surrogate", () => {
-    const [issue] = rejected({ ["k\udbff"]: 1 });
+    const [issue] = rejected({ "k\udbff": 1 });
     expect(issue?.message).toMatch(/key.*surrogate/);
   });
 

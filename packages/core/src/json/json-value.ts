@@ -96,7 +96,10 @@ export function toJsonValue(value: unknown): JsonConversion {
       const childPath = `${path}.${/^[A-Za-z_$][\w$]*$/.test(k) ? k : JSON.stringify(k)}`;
       if (!checkString(k, childPath, "key")) continue;
       const converted = walk(item, childPath, depth + 1);
-      if (converted !== undefined) out[k] = converted;
+      // defineProperty, not assignment: a "__proto__" member (JSON.parse keeps it as
+      // data) must stay data, never become the object's prototype.
+      if (converted !== undefined)
+        Object.defineProperty(out, k, { value: converted, enumerable: true, writable: true, configurable: true });
     }
     ancestors.delete(obj);
     return Object.freeze(out);

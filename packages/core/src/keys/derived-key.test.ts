@@ -58,8 +58,8 @@ describe("derived keys: deriveStepKey", () => {
   });
 
   it("exposes none of its raw parts to the downstream provider", () => {
-    const parts = ["tenant-acme-corp", "alice@example.com:order-77", "checkout_flow", "charge_card"];
-    const derived = deriveStepKey(parts[0]!, parts[1]!, parts[2]!, parts[3]!);
+    const parts = ["tenant-acme-corp", "alice@example.com:order-77", "checkout_flow", "charge_card"] as const;
+    const derived = deriveStepKey(...parts);
     for (const part of parts) {
       expect(derived).not.toContain(part);
       for (const piece of part.split(/[^A-Za-z0-9]+/).filter((p) => p.length >= 4)) {

@@ -41,18 +41,18 @@ describe("input validation: assertValidKey", () => {
     expect(refusal("", "idempotency key").message).toMatch(/^idempotency key /);
   });
 
-  it.each([
-    ...Array.from({ length: 0x20 }, (_, c) => c),
-    0x7f,
-  ])("refuses control character (code point %i) anywhere in the value", (code) => {
-    const ch = String.fromCharCode(code);
-    for (const v of [`${ch}abc`, `ab${ch}c`, `abc${ch}`]) {
-      const error = refusal(v);
-      expect(error.message).toMatch(/control characters/);
-      // The message never echoes the raw value (no CR/LF injected into logs).
-      expect(error.message).not.toContain(ch);
-    }
-  });
+  it.each([...Array.from({ length: 0x20 }, (_, c) => c), 0x7f])(
+    "refuses control character (code point %i) anywhere in the value",
+    (code) => {
+      const ch = String.fromCharCode(code);
+      for (const v of [`${ch}abc`, `ab${ch}c`, `abc${ch}`]) {
+        const error = refusal(v);
+        expect(error.message).toMatch(/control characters/);
+        // The message never echoes the raw value (no CR/LF injected into logs).
+        expect(error.message).not.toContain(ch);
+      }
+    },
+  );
 
   it("accepts characters outside the C0/DEL ranges the spec names (U+0080-U+009F, U+2028)", () => {
     accepts("a\u0085b");
@@ -98,6 +98,7 @@ describe("input validation: assertValidKey", () => {
   });
 
   it("accepts typical keys", () => {
-    for (const v of ["k1", "01HZXK7Q3J7ZQ4N4R9G8Y5T6W2", "order:2024-01-01/42", "ключ", "鍵", "\ud83d\udd11"]) accepts(v);
+    for (const v of ["k1", "01HZXK7Q3J7ZQ4N4R9G8Y5T6W2", "order:2024-01-01/42", "ключ", "鍵", "\ud83d\udd11"])
+      accepts(v);
   });
 });

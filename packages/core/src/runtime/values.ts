@@ -8,8 +8,21 @@ import type { JsonObject, JsonValue } from "../json/json-value.js";
 import { toJsonValue } from "../json/json-value.js";
 import type { Definition } from "../workflow/definition.js";
 
+const DATE_SETTERS = Object.getOwnPropertyNames(Date.prototype).filter((name) => name.startsWith("set"));
+
+/** A Date whose setters throw: Object.freeze cannot stop a Date's internal time from changing. */
+class ImmutableDate extends Date {}
+for (const name of DATE_SETTERS) {
+  Object.defineProperty(ImmutableDate.prototype, name, {
+    value() {
+      throw new TypeError(`the run's input is immutable: Date.prototype.${name} is not allowed on it`);
+    },
+  });
+}
+
 /** Recursively freeze a value so workflow code cannot change what a resume will see. */
 export function deepFreeze<T>(value: T): T {
+  if (value instanceof Date && !(value instanceof ImmutableDate)) Object.setPrototypeOf(value, ImmutableDate.prototype);
   if (value !== null && typeof value === "object" && !Object.isFrozen(value)) {
     Object.freeze(value);
     for (const child of Object.values(value)) deepFreeze(child);

@@ -92,7 +92,10 @@ describe("workflow definition: immutability", () => {
 
   it("gives the same definition hash to the same outline, and a different one after a reorder or rename", () => {
     const a = workflow("w").phase("p", noop).step("s", noop).respond(respond);
-    const b = workflow("w").phase("p", async () => ({ x: 1 })).step("s", noop).respond(respond);
+    const b = workflow("w")
+      .phase("p", async () => ({ x: 1 }))
+      .step("s", noop)
+      .respond(respond);
     const reordered = workflow("w").step("s", noop).phase("p", noop).respond(respond);
     const kindChanged = workflow("w").phase("p", noop).phase("s", noop).respond(respond);
     expect(a.definition.hash).toBe(b.definition.hash);

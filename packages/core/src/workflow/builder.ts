@@ -67,7 +67,7 @@ export class WorkflowBuilder<DB, In, I, S> {
     name: string,
     fn: (ctx: PhaseContext<DB, I, S>) => Promise<O> | O,
   ): WorkflowBuilder<DB, In, I, Merge<S, O>> {
-    return this.#add({ kind: "phase", name, run: fn as Item["run"] } as Item);
+    return this.#add(Object.freeze({ kind: "phase", name, run: fn as Item["run"] }) as Item);
   }
 
   /**
@@ -82,7 +82,7 @@ export class WorkflowBuilder<DB, In, I, S> {
     fn: (ctx: StepContext<I, S>) => Promise<O> | O,
     options: StepOptions<I, S, O> = {},
   ): WorkflowBuilder<DB, In, I, Merge<S, O>> {
-    return this.#add({ kind: "step", name, run: fn, options } as Item);
+    return this.#add(Object.freeze({ kind: "step", name, run: fn, options: Object.freeze({ ...options }) }) as Item);
   }
 
   /**

@@ -1,4 +1,5 @@
 import { PGlite } from "@electric-sql/pglite";
+import type { NotificationSource } from "@idempo/core";
 import { Kysely, PostgresDialect } from "kysely";
 import { PGliteDialect } from "kysely-pglite-dialect";
 import pg from "pg";
@@ -9,30 +10,50 @@ export interface DemoDatabase {
   readonly db: Kysely<Database>;
   /** Where the data lives, printed at the top of the demo (no password). */
   readonly label: string;
+  /**
+   * What the outbox relay LISTENs on, so it wakes the moment a phase commits
+   * a message: the PGlite instance itself, or a dedicated `pg.Client` (a
+   * pooled connection would go back to the pool and stop listening).
+   */
+  readonly listen: NotificationSource;
+  /** Close every connection; the process can then exit. */
+  close(): Promise<void>;
 }
 
 /**
  * Open the demo's database: the PostgreSQL server at `url` through a `pg`
- * pool when a URL is given, else an in-memory PGlite (PostgreSQL compiled to
- * WebAssembly) that needs no setup and is gone when the process exits.
+ * pool (plus one client kept for LISTEN) when a URL is given, else an
+ * in-memory PGlite (PostgreSQL compiled to WebAssembly) that needs no setup
+ * and is gone when the process exits.
  *
  * PGlite has a single connection, which kysely-pglite-dialect hands out to
  * one caller at a time. Inside a phase, use the phase's `tx` only: a query
  * on `db` there would wait for the connection the transaction holds.
  *
  * @example
- * const { db } = await openDatabase(process.env.DATABASE_URL)
+ * const { db, listen, close } = await openDatabase(process.env.DATABASE_URL)
  */
 export async function openDatabase(url: string | undefined): Promise<DemoDatabase> {
   if (url) {
-    const pool = new pg.Pool({ connectionString: url, max: 4 });
+    const listener = new pg.Client({ connectionString: url });
+    await listener.connect();
+    const db = new Kysely<Database>({
+      dialect: new PostgresDialect({ pool: new pg.Pool({ connectionString: url, max: 4 }) }),
+    });
     return {
-      db: new Kysely<Database>({ dialect: new PostgresDialect({ pool }) }),
+      db,
       label: `PostgreSQL (${describe(url)})`,
+      listen: listener,
+      async close() {
+        await db.destroy();
+        await listener.end();
+      },
     };
   }
   const pglite = await PGlite.create();
-  return { db: new Kysely<Database>({ dialect: new PGliteDialect(pglite) }), label: "embedded PGlite, in memory" };
+  const db = new Kysely<Database>({ dialect: new PGliteDialect(pglite) });
+  // Destroying the Kysely instance closes the PGlite instance too.
+  return { db, label: "embedded PGlite, in memory", listen: pglite, close: () => db.destroy() };
 }
 
 /** `host:port/database` of a connection URL, never its credentials. */

@@ -28,7 +28,7 @@ export function showRecord(rec: RunRecord | null): void {
   );
   for (const h of rec.history ?? []) {
     const key = h.derivedKey ? `  key ${shortKey(h.derivedKey)}` : "";
-    say(`  attempt ${h.attempt}  ${h.kind.padEnd(5)} ${h.name.padEnd(13)} ${h.outcome.padEnd(9)}${key}`);
+    say(`  attempt ${h.attempt}  ${h.kind.padEnd(5)} ${h.name.padEnd(13)} ${h.outcome.padEnd(11)}${key}`.trimEnd());
   }
 }
 

@@ -20,6 +20,7 @@ export interface Charge {
 /** One request as the provider logged it. */
 export interface ProviderRequest {
   idempotencyKey: string;
+  orderId: string;
   /** `charged`: a new charge; `replayed`: answered from the idempotency cache; `refused`: an error or an abandoned call. */
   outcome: "charged" | "replayed" | "refused";
 }
@@ -65,6 +66,11 @@ export class FakePaymentProvider {
     return this.#byKey.size;
   }
 
+  /** The requests made for one order, in order. */
+  requestsFor(orderId: string): ProviderRequest[] {
+    return this.requests.filter((r) => r.orderId === orderId);
+  }
+
   /** Answer the next `count` requests with a 503 before charging anything (Default: 1). */
   failNext(count = 1): void {
     this.#failuresLeft = count;
@@ -84,7 +90,7 @@ export class FakePaymentProvider {
   async charge(params: ChargeParams, options: { idempotencyKey: string; signal?: AbortSignal }): Promise<Charge> {
     const { idempotencyKey, signal } = options;
     const refuse = (error: unknown): never => {
-      this.requests.push({ idempotencyKey, outcome: "refused" });
+      this.requests.push({ idempotencyKey, orderId: params.orderId, outcome: "refused" });
       throw error;
     };
     if (this.#hanging) await untilAborted(signal).catch(refuse);
@@ -104,12 +110,12 @@ export class FakePaymentProvider {
           new PaymentError(400, "idempotency_key_reused", "this idempotency key was used with different parameters"),
         );
       }
-      this.requests.push({ idempotencyKey, outcome: "replayed" });
+      this.requests.push({ idempotencyKey, orderId: params.orderId, outcome: "replayed" });
       return known.charge;
     }
     const charge: Charge = { id: `ch_${String(this.#byKey.size + 1).padStart(4, "0")}`, ...params };
     this.#byKey.set(idempotencyKey, { params: fingerprint, charge });
-    this.requests.push({ idempotencyKey, outcome: "charged" });
+    this.requests.push({ idempotencyKey, orderId: params.orderId, outcome: "charged" });
     return charge;
   }
 }

@@ -24,7 +24,9 @@ export function printSummary(counts: readonly Count[]): boolean {
     );
   }
   console.log(
-    ok ? "\nEvery count is as expected: one order, one charge." : "\nSome counts are wrong (see WRONG above).",
+    ok
+      ? "\nEvery count is as expected: one order, one charge and one receipt per checkout."
+      : "\nSome counts are wrong (see WRONG above).",
   );
   return ok;
 }

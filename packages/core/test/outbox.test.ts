@@ -112,7 +112,9 @@ describe("relay", () => {
     await until(async () => (await outboxRows("rl1"))[0]?.status === "delivered");
     await engine.runOnce(wf, { tenantId: "rl1", key: "k1", input: { orderId: "o1" } });
     await sleep(150);
-    expect(delivered).toEqual([{ key: (await outboxRows("rl1"))[0]?.delivery_key, payload: { orderId: "o1" }, attempt: 1 }]);
+    expect(delivered).toEqual([
+      { key: (await outboxRows("rl1"))[0]?.delivery_key, payload: { orderId: "o1" }, attempt: 1 },
+    ]);
   });
 
   it("wakes on NOTIFY well before its polling interval", async () => {
@@ -204,5 +206,36 @@ describe("relay", () => {
     await until(async () => (await outboxRows("rl5"))[0]?.status === "dead");
     expect(calls).toBe(3);
     expect(await outboxRows("rl5")).toMatchObject([{ status: "dead", attempts: 3, last_error: "mailer down (3)" }]);
+  });
+});
+
+describe("outbox housekeeping", () => {
+  it("a repeated explicit delivery key is a clear usage error and nothing of the phase commits", async () => {
+    const wf = workflow("dup_delivery")
+      .phase("p", async ({ outbox }) => {
+        await outbox.enqueue("receipt.email", { n: 1 }, { deliveryKey: "receipt-42" });
+        await outbox.enqueue("receipt.email", { n: 2 }, { deliveryKey: "receipt-42" });
+        return {};
+      })
+      .respond(() => ({ status: 200, body: {} }));
+    const engine = createEngine({ db: t.db });
+    await expect(engine.runOnce(wf, { tenantId: "hk1", key: "k1", input: {} })).rejects.toMatchObject({
+      code: "workflow_usage",
+    });
+    expect(await outboxRows("hk1")).toEqual([]);
+  });
+
+  it("sweep deletes delivered messages past their retention and keeps pending and dead ones", async () => {
+    const engine = createEngine({ db: t.db });
+    await engine.runOnce(receipts({ record: 0 }), { tenantId: "hk2", key: "k1", input: { orderId: "a" } });
+    await engine.runOnce(receipts({ record: 0 }), { tenantId: "hk2", key: "k2", input: { orderId: "b" } });
+    await engine.runOnce(receipts({ record: 0 }), { tenantId: "hk2", key: "k3", input: { orderId: "c" } });
+    await sql`UPDATE idempo.outbox SET status = 'delivered', delivered_at = now() - interval '1 hour'
+              WHERE tenant_id = 'hk2' AND payload->>'orderId' = 'a'`.execute(t.db);
+    await sql`UPDATE idempo.outbox SET status = 'dead' WHERE tenant_id = 'hk2' AND payload->>'orderId' = 'b'`.execute(
+      t.db,
+    );
+    await engine.sweep({ outboxRetentionMs: 60_000 });
+    expect((await outboxRows("hk2")).map((r) => r.status).sort()).toEqual(["dead", "pending"]);
   });
 });

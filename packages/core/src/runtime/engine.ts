@@ -13,7 +13,7 @@ import type { JsonObject, JsonValue } from "../json/json-value.js";
 import { assertValidKey } from "../keys/key-validation.js";
 import type { NewRun } from "../store/claim.js";
 import { claimNewKey, reclaimExpiredKey, takeOverExpiredLease } from "../store/claim.js";
-import { selectStaleRuns, sweepBatch } from "../store/maintenance.js";
+import { selectStaleRuns, sweepBatch, sweepOutboxBatch } from "../store/maintenance.js";
 import { applyMigrations } from "../store/migrate.js";
 import { expireLease, selectHistory, selectRecord, selectRecords } from "../store/operations.js";
 import type { Executor, TakenRun } from "../store/run-store.js";
@@ -43,7 +43,7 @@ export interface EngineOptions<DB> {
   schema?: string;
   /** Lease length in ms: how long an attempt may work between renewals before another may take over (Default: 30 000). */
   leaseMs?: number;
-  /** Heartbeat interval in ms (Default: a third of the lease). */
+  /** Heartbeat interval in ms; keep it well under the shortest lease (Default: a third of each run's lease). */
   heartbeatMs?: number;
   /** Retention of completed records in ms when a workflow sets none (Default: 86 400 000, 24 h). */
   retentionMs?: number;
@@ -98,8 +98,9 @@ export interface Engine extends AdminApi {
   /**
    * Delete completed records past retention in bounded batches (SKIP LOCKED;
    * never in-flight records). Expired records already count as absent, so
-   * sweeping only reclaims space.
-   * @returns how many records were deleted.
+   * sweeping only reclaims space. Also deletes outbox messages delivered
+   * longer ago than `outboxRetentionMs` (pending and dead ones stay).
+   * @returns how many key records were deleted.
    */
   sweep(options?: SweepOptions): Promise<number>;
   /**
@@ -134,8 +135,10 @@ export interface ResumeReport {
 export interface SweepOptions {
   /** Records per batch, i.e. per short transaction (Default: 500). */
   batchSize?: number;
-  /** Most batches in one call (Default: 100). */
+  /** Most batches in one call, per table (Default: 100). */
   maxBatches?: number;
+  /** Keep delivered outbox messages this long in ms before deleting them (Default: 604 800 000, 7 days). */
+  outboxRetentionMs?: number;
 }
 
 /** Options of `startWorker`. */
@@ -178,7 +181,8 @@ export function createEngine<DB>(options: EngineOptions<DB>): Engine {
     throw new WorkflowDefinitionError(`schema must be a plain SQL identifier, got ${JSON.stringify(tables.schema)}`);
   }
   const leaseMs = positiveMs("leaseMs", options.leaseMs, DEFAULT_LEASE_MS);
-  const heartbeatMs = positiveMs("heartbeatMs", options.heartbeatMs, Math.max(1, Math.floor(leaseMs / 3)));
+  // Unset, the heartbeat follows each run's own lease (a workflow may shorten it).
+  const heartbeatMs = options.heartbeatMs === undefined ? undefined : positiveMs("heartbeatMs", options.heartbeatMs, 0);
   const retentionMs = positiveMs("retentionMs", options.retentionMs, DEFAULT_RETENTION_MS);
 
   const deps = (): ExecutorDeps => ({ db, tables, heartbeatMs, hook: faultHookOf(engine) });
@@ -313,11 +317,15 @@ export function createEngine<DB>(options: EngineOptions<DB>): Engine {
   async function sweep(opts: SweepOptions = {}): Promise<number> {
     const batchSize = opts.batchSize ?? 500;
     const maxBatches = opts.maxBatches ?? 100;
+    const keepOutboxMs = positiveMs("outboxRetentionMs", opts.outboxRetentionMs, 7 * 24 * 60 * 60 * 1000);
     let total = 0;
     for (let i = 0; i < maxBatches; i++) {
       const n = await sweepBatch(db, tables, batchSize);
       total += n;
       if (n < batchSize) break;
+    }
+    for (let i = 0; i < maxBatches; i++) {
+      if ((await sweepOutboxBatch(db, tables, batchSize, keepOutboxMs)) < batchSize) break;
     }
     return total;
   }

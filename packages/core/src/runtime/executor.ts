@@ -48,7 +48,8 @@ export interface Plan {
 export interface ExecutorDeps {
   readonly db: Executor & { transaction: Executor["transaction"] };
   readonly tables: Tables;
-  readonly heartbeatMs: number;
+  /** Fixed heartbeat interval; `undefined` = a third of the run's lease. */
+  readonly heartbeatMs: number | undefined;
   readonly hook: FaultHook | undefined;
 }
 
@@ -77,7 +78,7 @@ export async function execute(deps: ExecutorDeps, plan: Plan): Promise<RunResult
   const { own } = plan;
   const lostError = () => new LeaseLostError(own.tenantId, own.key, "a fenced write");
   const lease = new LeaseKeeper(() => renewLease(deps.db, deps.tables, own, plan.leaseMs), lostError);
-  lease.start(deps.heartbeatMs);
+  lease.start(deps.heartbeatMs ?? Math.max(1, Math.floor(plan.leaseMs / 3)));
   let recoveryPoint = plan.recoveryPoint;
   let state = plan.state;
   let current: Item | undefined;

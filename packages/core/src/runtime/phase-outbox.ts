@@ -1,5 +1,5 @@
 import { ulid } from "ulid";
-import { UnstorableValueError } from "../errors.js";
+import { UnstorableValueError, WorkflowUsageError } from "../errors.js";
 import { toJsonValue } from "../json/json-value.js";
 import { deriveDeliveryKey } from "../keys/derived-key.js";
 import { assertValidKey } from "../keys/key-validation.js";
@@ -21,7 +21,7 @@ export function phaseOutbox(deps: ExecutorDeps, plan: Plan, phase: string, tx: E
       const deliveryKey = options.deliveryKey ?? deriveDeliveryKey(tenantId, key, runId, phase, position);
       position++;
       assertValidKey(deliveryKey, "delivery key");
-      await insertMessage(tx, deps.tables, {
+      const inserted = insertMessage(tx, deps.tables, {
         tenantId,
         key,
         runId,
@@ -29,6 +29,13 @@ export function phaseOutbox(deps: ExecutorDeps, plan: Plan, phase: string, tx: E
         topic,
         payload: JSON.stringify(converted.value),
         deliveryKey,
+      });
+      await inserted.catch((error: unknown) => {
+        if ((error as { code?: string }).code !== "23505") throw error;
+        throw new WorkflowUsageError(
+          `outbox delivery key '${deliveryKey}' (tenant '${tenantId}') is already taken by another message; ` +
+            "delivery keys must be unique per tenant: omit deliveryKey to have one derived",
+        );
       });
       return deliveryKey;
     },

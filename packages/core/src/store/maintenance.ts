@@ -4,6 +4,7 @@
  */
 import { sql } from "kysely";
 import type { Executor, Tables } from "./run-store.js";
+import { leaseInterval } from "./run-store.js";
 
 export interface StaleRun {
   readonly tenantId: string;
@@ -55,6 +56,27 @@ export async function sweepBatch(db: Executor, t: Tables, batchSize: number): Pr
     ), forgotten AS (
       DELETE FROM ${t.history} h USING gone g
       WHERE h.tenant_id = g.tenant_id AND h.key = g.key AND h.run_id = g.run_id
+    )
+    SELECT count(*)::int AS n FROM gone
+  `.execute(db);
+  return rows[0]?.n ?? 0;
+}
+
+/**
+ * Delete one bounded batch of outbox messages delivered more than
+ * `keepMs` ago. Pending and dead messages are never touched.
+ */
+export async function sweepOutboxBatch(db: Executor, t: Tables, batchSize: number, keepMs: number): Promise<number> {
+  const { rows } = await sql<{ n: number }>`
+    WITH doomed AS (
+      SELECT tenant_id, message_id FROM ${t.outbox}
+      WHERE status = 'delivered' AND delivered_at <= clock_timestamp() - ${leaseInterval(keepMs)}
+      LIMIT ${batchSize}
+      FOR UPDATE SKIP LOCKED
+    ), gone AS (
+      DELETE FROM ${t.outbox} o USING doomed d
+      WHERE o.tenant_id = d.tenant_id AND o.message_id = d.message_id
+      RETURNING 1
     )
     SELECT count(*)::int AS n FROM gone
   `.execute(db);

@@ -1,9 +1,9 @@
-import type {} from "vitest";
-import type { TestProject } from "vitest/node";
 import { Kysely, PostgresDialect } from "kysely";
 import pg from "pg";
-import { createEngine } from "../src/index.ts";
+import type {} from "vitest";
+import type { TestProject } from "vitest/node";
 import { acquireServer, createDatabase, dropDatabase, uniqueName } from "../../testkit/src/index.ts";
+import { createEngine } from "../src/index.ts";
 
 declare module "vitest" {
   export interface ProvidedContext {
@@ -18,7 +18,9 @@ export default async function setup(project: TestProject) {
   const server = await acquireServer();
   const template = uniqueName("idempo_tpl");
   const url = await createDatabase(server.url, template);
-  const db = new Kysely<unknown>({ dialect: new PostgresDialect({ pool: new pg.Pool({ connectionString: url, max: 2 }) }) });
+  const db = new Kysely<unknown>({
+    dialect: new PostgresDialect({ pool: new pg.Pool({ connectionString: url, max: 2 }) }),
+  });
   await createEngine({ db }).migrate();
   await db.destroy();
   console.log(`[testkit] ${server.kind} server, template database ${template}`);

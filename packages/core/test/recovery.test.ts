@@ -14,9 +14,9 @@ const input = { cartId: "c1", amountCents: 500 };
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 async function ordersFor(tenantId: string): Promise<number> {
-  const { rows } = await sql<{ n: number }>`SELECT count(*)::int AS n FROM orders WHERE tenant_id = ${tenantId}`.execute(
-    t.db,
-  );
+  const { rows } = await sql<{
+    n: number;
+  }>`SELECT count(*)::int AS n FROM orders WHERE tenant_id = ${tenantId}`.execute(t.db);
   return rows[0]?.n ?? -1;
 }
 
@@ -68,7 +68,9 @@ describe("abandoned runs are finished by resumeStale", () => {
     expect((await engine.resumeStale({ workflows: [checkout] })).resumed).toHaveLength(0); // lease still valid
     await sleep(400);
     const report = await engine.resumeStale({ workflows: [checkout] });
-    expect(report.resumed).toEqual([{ tenantId: "rs", key: "k1", workflow: "checkout", status: 201, outcome: "succeeded" }]);
+    expect(report.resumed).toEqual([
+      { tenantId: "rs", key: "k1", workflow: "checkout", status: 201, outcome: "succeeded" },
+    ]);
     expect(counters).toEqual({ create_order: 1, charge: 2, record_charge: 1 });
     expect(payments.charges).toBe(1);
     expect(new Set(payments.calls.map((c) => c.key)).size).toBe(1);
@@ -193,14 +195,18 @@ describe("transient database errors", () => {
     let kill = true;
     const wf = workflow("terminated")
       .phase("create", async ({ tx }) => {
-        await sql`INSERT INTO orders (id, tenant_id, cart_id, amount_cents) VALUES ('term1', 'term', 'c', 1)`.execute(tx);
+        await sql`INSERT INTO orders (id, tenant_id, cart_id, amount_cents) VALUES ('term1', 'term', 'c', 1)`.execute(
+          tx,
+        );
         if (kill) {
           kill = false;
           await sql`SELECT pg_terminate_backend(pg_backend_pid())`.execute(tx);
         }
         return { orderId: "term1" };
       })
-      .step("charge", ({ idempotencyKey }) => ({ chargeId: payments.charge({ orderId: "term1", amountCents: 1 }, idempotencyKey).id }))
+      .step("charge", ({ idempotencyKey }) => ({
+        chargeId: payments.charge({ orderId: "term1", amountCents: 1 }, idempotencyKey).id,
+      }))
       .respond(({ state }) => ({ status: 201, body: state }));
     // A terminated backend makes pg emit 'error' on the client after the query failed; an
     // application must listen for it (pg's documented pool hygiene), and so does this test.
@@ -232,7 +238,9 @@ describe("definition changes", () => {
     const v2 = workflow("checkout")
       .input(z.object({ cartId: z.string(), amountCents: z.number() }))
       .phase("create_order", () => ({ orderId: "x" }))
-      .step("pay", ({ idempotencyKey }) => ({ chargeId: payments.charge({ orderId: "x", amountCents: 1 }, idempotencyKey).id }))
+      .step("pay", ({ idempotencyKey }) => ({
+        chargeId: payments.charge({ orderId: "x", amountCents: 1 }, idempotencyKey).id,
+      }))
       .phase("record_charge", () => ({}))
       .respond(() => ({ status: 201, body: {} }));
     await engine.release("dc", "k1");

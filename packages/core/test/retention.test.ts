@@ -24,9 +24,9 @@ function orders(retentionMs: number, counter: { runs: number }, delayMs = 0) {
 }
 
 async function count(table: "runs" | "run_history", tenantId: string): Promise<number> {
-  const { rows } = await sql<{ n: number }>`SELECT count(*)::int AS n FROM ${sql.id("idempo", table)} WHERE tenant_id = ${tenantId}`.execute(
-    t.db,
-  );
+  const { rows } = await sql<{
+    n: number;
+  }>`SELECT count(*)::int AS n FROM ${sql.id("idempo", table)} WHERE tenant_id = ${tenantId}`.execute(t.db);
   return rows[0]?.n ?? -1;
 }
 
@@ -82,7 +82,8 @@ describe("sweep", () => {
     const counter = { runs: 0 };
     const short = orders(200, counter);
     const engine = createEngine({ db: t.db, leaseMs: 200 });
-    for (let i = 0; i < 25; i++) await engine.runOnce(short, { tenantId: "sw", key: `done${i}`, input: { cartId: "c" } });
+    for (let i = 0; i < 25; i++)
+      await engine.runOnce(short, { tenantId: "sw", key: `done${i}`, input: { cartId: "c" } });
     // A stuck run (crashed, lease expired) and a live one, both older than retention.
     setFaultHook(engine, (p, run) => {
       if (p === "before:phase:create_order" && run.key === "stuck") throw new CrashSignal(p);

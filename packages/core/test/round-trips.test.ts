@@ -59,7 +59,9 @@ describe("round trips per path", () => {
   it("replay and 409 are one read-only statement each", async () => {
     const engine = createEngine({ db, leaseMs: 60_000 });
     await engine.runOnce(onePhase, { tenantId: "rt", key: "replay", input: {} });
-    expect(await measure(() => engine.runOnce(onePhase, { tenantId: "rt", key: "replay", input: {} }))).toEqual(["with"]);
+    expect(await measure(() => engine.runOnce(onePhase, { tenantId: "rt", key: "replay", input: {} }))).toEqual([
+      "with",
+    ]);
     setFaultHook(engine, (p) => {
       if (p === "before:phase:write") throw new CrashSignal(p);
     });

@@ -37,7 +37,11 @@ async function fromEnv(): Promise<TestServer | undefined> {
 }
 
 function dockerLikely(): boolean {
-  return Boolean(process.env.DOCKER_HOST) || existsSync("/var/run/docker.sock") || existsSync(join(homedir(), ".testcontainers.properties"));
+  return (
+    Boolean(process.env.DOCKER_HOST) ||
+    existsSync("/var/run/docker.sock") ||
+    existsSync(join(homedir(), ".testcontainers.properties"))
+  );
 }
 
 async function fromTestcontainers(): Promise<TestServer | undefined> {
@@ -47,14 +51,21 @@ async function fromTestcontainers(): Promise<TestServer | undefined> {
     await tc.getContainerRuntimeClient();
     const { PostgreSqlContainer } = await import("@testcontainers/postgresql");
     const container = await new PostgreSqlContainer("postgres:15-alpine").start();
-    return { kind: "testcontainers", url: container.getConnectionUri(), stop: async () => void (await container.stop()) };
+    return {
+      kind: "testcontainers",
+      url: container.getConnectionUri(),
+      stop: async () => void (await container.stop()),
+    };
   } catch {
     return undefined;
   }
 }
 
 async function fromLocal(): Promise<TestServer | undefined> {
-  for (const url of ["postgres://postgres@127.0.0.1:5432/postgres", "postgres://postgres:postgres@127.0.0.1:5432/postgres"]) {
+  for (const url of [
+    "postgres://postgres@127.0.0.1:5432/postgres",
+    "postgres://postgres:postgres@127.0.0.1:5432/postgres",
+  ]) {
     if (await canConnect(url)) return { kind: "local", url, stop: async () => {} };
   }
   return undefined;

@@ -105,7 +105,11 @@ export async function execute(deps: ExecutorDeps, plan: Plan): Promise<RunResult
       } else {
         outcome = await runStep(deps, plan, lease, item, info(state), last, hook);
       }
-      if (outcome.kind === "done") return outcome.result;
+      if (outcome.kind === "done") {
+        // A crash here is "completed, but the client never got the answer": the retry replays.
+        if (outcome.result.outcome === "succeeded") await hook(`after:${item.kind}:${item.name}`);
+        return outcome.result;
+      }
       state = outcome.state;
       recoveryPoint = item.name;
       await hook(`after:${item.kind}:${item.name}`);
@@ -224,6 +228,8 @@ async function runPhase(
           if (!(error instanceof FailSignal)) throw error;
           // Writes the phase made before ctx.fail commit with the stored response.
           const response = failResponse(error, where);
+          const failure = { kind: "phase" as const, name: item.name, attempt: plan.attempt, entryId: null };
+          await recordFailure(tx, deps.tables, plan.own, { ...failure, error: `ctx.fail(${response.status})` });
           if (!(await completeRun(tx, deps.tables, plan.own, response))) throw lease.lost();
           return { kind: "done", result: resultOf(response, false) };
         }
@@ -281,6 +287,13 @@ async function runStep(
   } catch (error) {
     if (error instanceof FailSignal) {
       const response = failResponse(error, where);
+      await recordFailure(deps.db, deps.tables, plan.own, {
+        kind: "step",
+        name: item.name,
+        attempt: plan.attempt,
+        error: `ctx.fail(${response.status})`,
+        entryId: started.entryId,
+      });
       if (!(await completeRun(deps.db, deps.tables, plan.own, response))) throw lease.lost();
       return { kind: "done", result: resultOf(response, false) };
     }

@@ -118,8 +118,8 @@ export function toRecord(row: RecordRow, history: HistoryRow[] | undefined): Run
 }
 
 export function encodeCursor(row: RecordRow): string {
-  const at = row.created_at instanceof Date ? row.created_at.toISOString() : String(row.created_at);
-  return Buffer.from(JSON.stringify([at, row.tenant_id, row.key])).toString("base64url");
+  // The exact text, not a JS Date: Dates keep milliseconds, timestamptz keeps microseconds.
+  return Buffer.from(JSON.stringify([row.created_at_exact, row.tenant_id, row.key])).toString("base64url");
 }
 
 export function decodeCursor(cursor: string): { createdAt: string; tenantId: string; key: string } {

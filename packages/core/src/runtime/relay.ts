@@ -40,6 +40,9 @@ export type DeliveryHandler = (message: OutboxMessage, ctx: DeliveryContext) => 
 /**
  * A connection the relay can LISTEN on, so it wakes the moment a phase
  * commits a message: a dedicated, connected `pg.Client`, or a PGlite instance.
+ * PGlite has one connection shared with the Kysely dialect: start the relay
+ * before runs begin, so its LISTEN is not issued inside an open transaction
+ * (polling still delivers if it were lost).
  */
 export type NotificationSource =
   | { listen(channel: string, callback: (payload: string) => void): Promise<() => Promise<void>> }

@@ -22,6 +22,8 @@ export interface RecordRow {
   response_status: number | null;
   response_body: string | null;
   created_at: Date;
+  /** created_at with full microsecond precision, for paging cursors. */
+  created_at_exact: string;
   updated_at: Date;
   expires_at: Date | null;
   expired: boolean;
@@ -43,7 +45,8 @@ const RECORD_COLUMNS = sql`
   state::text AS state, input::text AS input, attempt, owner_token,
   CASE WHEN status = 'in_flight'
        THEN ceil(extract(epoch FROM (locked_until - clock_timestamp())) * 1000)::float8 END AS lease_remaining_ms,
-  outcome, response_status, response_body::text AS response_body, created_at, updated_at, expires_at,
+  outcome, response_status, response_body::text AS response_body, created_at, created_at::text AS created_at_exact,
+  updated_at, expires_at,
   (status = 'completed' AND expires_at <= clock_timestamp()) AS expired`;
 
 export async function selectRecord(db: Executor, t: Tables, tenantId: string, key: string): Promise<RecordRow | null> {

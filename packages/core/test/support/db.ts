@@ -28,9 +28,12 @@ export function useTestDatabase(options: { pool?: number } = {}): TestDatabase {
   const state = { db: undefined as unknown as TestDb, url: "" };
 
   const connect = (max = options.pool ?? 10): TestDb => {
-    const db: TestDb = new Kysely({
-      dialect: new PostgresDialect({ pool: new pg.Pool({ connectionString: state.url, max }) }),
-    });
+    const pool = new pg.Pool({ connectionString: state.url, max });
+    // pool.end() resolves before its sockets are closed, so the DROP ... WITH (FORCE)
+    // in afterAll can terminate a client that is still ending; without a listener
+    // the pool re-emits that FATAL as an uncaught error and fails the whole file.
+    pool.on("error", () => undefined);
+    const db: TestDb = new Kysely({ dialect: new PostgresDialect({ pool }) });
     pools.push(db);
     return db;
   };

@@ -42,6 +42,11 @@ export class FakePayments {
     return this.#byKey.size;
   }
 
+  /** Calls made with this idempotency key (repeats included). */
+  callsFor(idempotencyKey: string): ProviderCall[] {
+    return this.calls.filter((c) => c.key === idempotencyKey);
+  }
+
   /** Was a charge made under this key? (for reconcile) */
   lookup(idempotencyKey: string): string | undefined {
     return this.#byKey.get(idempotencyKey)?.chargeId;

@@ -111,6 +111,8 @@ describe("round trips per path", () => {
   it("invalid input and invalid keys send no SQL at all", async () => {
     const engine = createEngine({ db });
     expect(await measure(() => engine.runOnce(onePhase, { tenantId: "rt", key: "", input: {} }))).toEqual([]);
-    expect(await measure(() => engine.runOnce(onePhase, { tenantId: "rt", key: "k", input: { n: 10n } as never }))).toEqual([]);
+    expect(
+      await measure(() => engine.runOnce(onePhase, { tenantId: "rt", key: "k", input: { n: 10n } as never })),
+    ).toEqual([]);
   });
 });

@@ -193,7 +193,7 @@ function failResponse(signal: FailSignal, where: string): StoredResponse {
 }
 
 /** What the caller gets: the body through the same JSON round trip a replay uses. */
-export function resultOf(response: StoredResponse, replayed: boolean): RunResult<unknown> {
+function resultOf(response: StoredResponse, replayed: boolean): RunResult<unknown> {
   const body = JSON.parse(response.body) as JsonValue;
   return { status: response.status, body, replayed, outcome: response.outcome } as RunResult<unknown>;
 }

@@ -34,7 +34,7 @@ function migrationsDir(): string {
  * drivers on the extended protocol (PGlite) accept one command per query.
  * Migration files follow this shape (no `$$` bodies spanning such lines).
  */
-export function splitStatements(text: string): string[] {
+function splitStatements(text: string): string[] {
   const withoutComments = text
     .split("\n")
     .map((line) => line.replace(/--.*$/, ""))
@@ -46,7 +46,7 @@ export function splitStatements(text: string): string[] {
 }
 
 /** Every migration file, in version order. */
-export function loadMigrations(): Migration[] {
+function loadMigrations(): Migration[] {
   const dir = migrationsDir();
   return readdirSync(dir)
     .filter((f) => /^\d{4}_[a-z0-9_]+\.sql$/.test(f))

@@ -5,7 +5,7 @@
  */
 import { Kysely, PostgresDialect, sql } from "kysely";
 import pg from "pg";
-import { afterAll, beforeAll, expect } from "vitest";
+import { afterAll, beforeAll } from "vitest";
 import type { RunRecord } from "../../src/index.ts";
 import type { TestDatabase, TestDb } from "../support/db.ts";
 
@@ -118,10 +118,4 @@ export function frozenView(rec: RunRecord | null): Omit<RunRecord, "leaseRemaini
   if (rec === null) return null;
   const { leaseRemainingMs: _lease, ...rest } = rec;
   return rest;
-}
-
-/** Assert `error` is the named IdempoError with its code and status. */
-export function expectIdempoError(error: unknown, code: string, httpStatus: number): void {
-  expect(error, String(error)).toMatchObject({ code, httpStatus });
-  expect((error as Error).constructor.name).not.toBe("TypeError");
 }

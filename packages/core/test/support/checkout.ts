@@ -6,7 +6,7 @@ import { workflow } from "../../src/index.ts";
 import type { FakePayments } from "./payments.ts";
 
 /** Counters of how often each piece of workflow code ran. */
-export interface Counters {
+interface Counters {
   create_order: number;
   charge: number;
   record_charge: number;

@@ -9,7 +9,7 @@ export interface ProviderCall {
   params: string;
 }
 
-export class ProviderError extends Error {
+class ProviderError extends Error {
   constructor(
     readonly status: number,
     message: string,

@@ -1,0 +1,144 @@
+/** `idempo keys show TENANT KEY`: one key's record, timeline and what a retry would do now. */
+import type { RunRecord } from "@idempo/core";
+import type { Command } from "commander";
+import { withDatabase } from "../connection.js";
+import { OperationalError } from "../errors.js";
+import type { Paint } from "../format/colour.js";
+import type { Diagnosis } from "../format/diagnosis.js";
+import { definitionItems, describeRetry, diagnose, iso } from "../format/diagnosis.js";
+import { formatDuration } from "../format/duration.js";
+import { leaseLabel, statusLabel } from "../format/key-table.js";
+import { keyDetailJson } from "../format/record-json.js";
+import { TABLE_WIDTH } from "../format/table.js";
+import { timelineTable } from "../format/timeline.js";
+import { wrap } from "../format/wrap.js";
+import type { Io } from "../io.js";
+import { printJson } from "../output.js";
+
+interface ShowOptions {
+  showState?: boolean;
+  showResponse?: boolean;
+  json?: boolean;
+}
+
+/** `  name           value`, the value wrapped under itself within the table width. */
+function field(paint: Paint, name: string, value: string): string {
+  const label = `  ${paint("dim", name.padEnd(15))}`;
+  return `${wrap(value, TABLE_WIDTH, label, " ".repeat(17)).join("\n")}\n`;
+}
+
+/** The definition with the progress marked: done ✓, in doubt ?, next ›. */
+function outline(record: RunRecord, d: Diagnosis): string {
+  const items = definitionItems(record);
+  const doneUntil = record.recoveryPoint === null ? -1 : items.findIndex((i) => i.name === record.recoveryPoint);
+  return items
+    .map((item, i) => {
+      const mark =
+        record.status === "completed" || i <= doneUntil
+          ? "✓"
+          : d.inDoubt?.name === item.name
+            ? "?"
+            : d.next?.name === item.name
+              ? "›"
+              : " ";
+      return `${mark} ${item.kind} ${item.name}`;
+    })
+    .join("  ");
+}
+
+/** The human view of one key. */
+function render(io: Io, record: RunRecord, d: Diagnosis, now: Date, opts: ShowOptions): void {
+  const p = io.paint;
+  const age = formatDuration(now.getTime() - record.createdAt.getTime());
+  io.out(`${p("bold", `${record.tenantId} / ${record.key}`)}  ${record.workflow}  ${statusLabel(record, p)}\n\n`);
+  io.out(field(p, "stopped", d.stoppedAt));
+  io.out(field(p, "retry now", p("bold", describeRetry(record, d))));
+  io.out("\n");
+  io.out(field(p, "workflow", `${record.workflow}: ${outline(record, d)}`));
+  io.out(field(p, "recovery point", record.recoveryPoint ?? "none yet (nothing committed)"));
+  io.out(field(p, "attempts", String(record.attempt)));
+  if (record.status === "in_flight") {
+    io.out(field(p, "lease", leaseLabel(record)));
+    io.out(field(p, "owner token", record.ownerToken ?? "-"));
+  } else if (record.response) {
+    io.out(field(p, "response", `${record.response.status} (${record.response.outcome})`));
+    io.out(
+      field(
+        p,
+        "expires",
+        record.expiresAt ? `${iso(record.expiresAt)}${record.expired ? " (past retention)" : ""}` : "-",
+      ),
+    );
+  }
+  io.out(field(p, "run id", record.runId));
+  io.out(field(p, "created", `${iso(record.createdAt)} (${age} ago)`));
+  io.out(field(p, "updated", iso(record.updatedAt)));
+
+  const history = record.history ?? [];
+  io.out(`\n${p("bold", "Timeline")}\n`);
+  if (history.length === 0) io.out("  nothing started yet\n");
+  else {
+    const live = record.status === "in_flight" && (record.leaseRemainingMs ?? 0) > 0;
+    for (const line of timelineTable(history, now, live, p, TABLE_WIDTH - 2)
+      .trimEnd()
+      .split("\n")) {
+      io.out(`  ${line}\n`);
+    }
+  }
+
+  io.out("\n");
+  if (opts.showState) {
+    io.out(`${p("bold", "Input")}\n${indentJson(record.input)}\n${p("bold", "State")}\n${indentJson(record.state)}\n`);
+  }
+  if (opts.showResponse && record.response) {
+    io.out(`${p("bold", "Response body")}\n${indentJson(record.response.body)}\n`);
+  }
+  const hidden = [
+    opts.showState ? undefined : "input and state (--show-state)",
+    opts.showResponse || !record.response ? undefined : "response body (--show-response)",
+  ].filter((h) => h !== undefined);
+  if (hidden.length > 0) io.out(p("dim", `hidden: ${hidden.join(", ")}\n`));
+}
+
+function indentJson(value: unknown): string {
+  return JSON.stringify(value, null, 2)
+    .split("\n")
+    .map((l) => `  ${l}`)
+    .join("\n");
+}
+
+/** Register `keys show` under `keys`. */
+export function registerKeysShow(keys: Command, io: Io): void {
+  keys
+    .command("show")
+    .description("one key: where it stopped, its phase and step timeline, and what a retry would do now")
+    .argument("<tenant>", "the tenant the key belongs to")
+    .argument("<key>", "the idempotency key")
+    .option("--show-state", "also print the stored input and state (may hold personal or payment data)")
+    .option("--show-response", "also print the stored response body")
+    .option("--json", "print one JSON object (see docs/cli.md)")
+    .addHelpText(
+      "after",
+      `
+Examples:
+  $ idempo keys show acme order-1002
+  $ idempo keys show acme order-1002 --json | jq .retry
+  $ idempo keys show acme order-1001 --show-response`,
+    )
+    .action(async (tenant: string, key: string, opts: ShowOptions, command: Command) => {
+      await withDatabase(command, async ({ engine, now }) => {
+        const record = await engine.inspect(tenant, key);
+        if (!record)
+          throw new OperationalError(`no record for key '${key}' in tenant '${tenant}' (never used, swept or deleted)`);
+        const d = diagnose(record, now);
+        if (opts.json) {
+          printJson(
+            io,
+            keyDetailJson(record, d, now, { state: opts.showState === true, response: opts.showResponse === true }),
+          );
+          return;
+        }
+        render(io, record, d, now, opts);
+      });
+    });
+}

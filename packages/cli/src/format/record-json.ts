@@ -1,0 +1,158 @@
+/**
+ * The documented `--json` shapes (see docs/cli.md). Field names are stable;
+ * new fields may be added. Times are ISO 8601 strings (UTC), durations are
+ * integer milliseconds measured on the database clock. Stored input, state
+ * and response bodies appear only when asked for, because they can hold
+ * personal or payment data.
+ */
+import type { HistoryEntry, RunRecord } from "@idempo/core";
+import type { Diagnosis, RetryAction } from "./diagnosis.js";
+
+/** One key as `keys list` and `keys stuck` print it with `--json`. */
+export interface KeyJson {
+  tenantId: string;
+  key: string;
+  workflow: string;
+  status: "in_flight" | "completed";
+  /** In flight with an expired lease. */
+  stuck: boolean;
+  recoveryPoint: string | null;
+  attempts: number;
+  /** ms left on the lease (negative: expired that long ago); `null` once completed. */
+  leaseRemainingMs: number | null;
+  ageMs: number;
+  createdAt: string;
+  updatedAt: string;
+  /** When a completed record stops counting (retention); `null` in flight. */
+  expiresAt: string | null;
+  /** Completed and past retention: a retry runs again. */
+  expired: boolean;
+}
+
+/** The JSON of one key; `now` is the database clock. */
+export function keyJson(record: RunRecord, now: Date): KeyJson {
+  return {
+    tenantId: record.tenantId,
+    key: record.key,
+    workflow: record.workflow,
+    status: record.status,
+    stuck: record.status === "in_flight" && (record.leaseRemainingMs ?? 0) <= 0,
+    recoveryPoint: record.recoveryPoint,
+    attempts: record.attempt,
+    leaseRemainingMs: record.leaseRemainingMs,
+    ageMs: Math.max(0, now.getTime() - record.createdAt.getTime()),
+    createdAt: record.createdAt.toISOString(),
+    updatedAt: record.updatedAt.toISOString(),
+    expiresAt: record.expiresAt ? record.expiresAt.toISOString() : null,
+    expired: record.expired,
+  };
+}
+
+/** One history entry with its duration. */
+interface HistoryJson {
+  kind: "phase" | "step";
+  name: string;
+  attempt: number;
+  outcome: string;
+  derivedKey: string | null;
+  error: string | null;
+  startedAt: string;
+  finishedAt: string | null;
+  /** `null` while a step is started and unrecorded. */
+  durationMs: number | null;
+}
+
+function historyJson(entry: HistoryEntry): HistoryJson {
+  return {
+    kind: entry.kind,
+    name: entry.name,
+    attempt: entry.attempt,
+    outcome: entry.outcome,
+    derivedKey: entry.derivedKey,
+    error: entry.error,
+    startedAt: entry.startedAt.toISOString(),
+    finishedAt: entry.finishedAt ? entry.finishedAt.toISOString() : null,
+    durationMs: entry.finishedAt ? entry.finishedAt.getTime() - entry.startedAt.getTime() : null,
+  };
+}
+
+/** What a retry would do, with dates as strings. */
+type RetryJson =
+  | { action: "replay"; status: number; until: string | null }
+  | { action: "run_again"; since: string | null }
+  | { action: "wait"; until: string; retryAfterMs: number; thenResumeAfter: string | null }
+  | { action: "take_over"; attempt: number; resumeAfter: string | null; next: string | null };
+
+function retryJson(r: RetryAction): RetryJson {
+  switch (r.action) {
+    case "replay":
+      return { action: "replay", status: r.status, until: r.until ? r.until.toISOString() : null };
+    case "run_again":
+      return { action: "run_again", since: r.since ? r.since.toISOString() : null };
+    case "wait":
+      return {
+        action: "wait",
+        until: r.until.toISOString(),
+        retryAfterMs: r.retryAfterMs,
+        thenResumeAfter: r.resumeAfter,
+      };
+    case "take_over":
+      return {
+        action: "take_over",
+        attempt: r.attempt,
+        resumeAfter: r.resumeAfter,
+        next: r.next ? `${r.next.kind}:${r.next.name}` : null,
+      };
+  }
+}
+
+/** Everything `keys show --json` prints. */
+export interface KeyDetailJson extends KeyJson {
+  runId: string;
+  ownerToken: string | null;
+  /** `kind:name` of each phase and step of the definition the run started under. */
+  definition: string[];
+  /** Where the run stopped, in words. */
+  stoppedAt: string;
+  /** A started step whose result was never recorded (its call may have gone through). */
+  inDoubtStep: string | null;
+  retry: RetryJson;
+  history: HistoryJson[];
+  /** Present with `--show-response` once completed; otherwise only `status` and `outcome`. */
+  response: { status: number; outcome: string; body?: unknown } | null;
+  /** Present only with `--show-state`. */
+  input?: unknown;
+  /** Present only with `--show-state`. */
+  state?: unknown;
+}
+
+/** The JSON of `keys show`. */
+export function keyDetailJson(
+  record: RunRecord,
+  diagnosis: Diagnosis,
+  now: Date,
+  show: { state: boolean; response: boolean },
+): KeyDetailJson {
+  const detail: KeyDetailJson = {
+    ...keyJson(record, now),
+    runId: record.runId,
+    ownerToken: record.ownerToken,
+    definition: [...record.definition],
+    stoppedAt: diagnosis.stoppedAt,
+    inDoubtStep: diagnosis.inDoubt?.name ?? null,
+    retry: retryJson(diagnosis.retry),
+    history: (record.history ?? []).map(historyJson),
+    response: record.response
+      ? {
+          status: record.response.status,
+          outcome: record.response.outcome,
+          ...(show.response ? { body: record.response.body } : {}),
+        }
+      : null,
+  };
+  if (show.state) {
+    detail.input = record.input;
+    detail.state = record.state;
+  }
+  return detail;
+}

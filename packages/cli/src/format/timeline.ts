@@ -1,0 +1,72 @@
+/** A run's phase and step history as a timeline table: when, how long, which attempt, what happened. */
+import type { HistoryEntry } from "@idempo/core";
+import type { Paint } from "./colour.js";
+import { formatDuration } from "./duration.js";
+import type { Row } from "./table.js";
+import { renderTable } from "./table.js";
+
+function outcomeLabel(entry: HistoryEntry, live: boolean, paint: Paint): string {
+  switch (entry.outcome) {
+    case "succeeded":
+      return paint("green", "succeeded");
+    case "reconciled":
+      return paint("green", "reconciled");
+    case "failed":
+      return paint("red", "failed");
+    case "interrupted":
+      return paint("yellow", "interrupted (taken over)");
+    case "started":
+      return live ? paint("yellow", "started, no result yet") : paint("red", "started, result unknown");
+    default:
+      return String(entry.outcome);
+  }
+}
+
+/**
+ * Render the history oldest first. `now` (DB clock) gives the running time
+ * of a started step; `live` says whether the run's lease is still valid.
+ */
+export function timelineTable(
+  history: readonly HistoryEntry[],
+  now: Date,
+  live: boolean,
+  paint: Paint,
+  width?: number,
+): string {
+  const rows: Row[] = [];
+  history.forEach((entry, i) => {
+    const end = entry.finishedAt ?? null;
+    // An unfinished entry of a dead attempt has no duration; a live one has been running this long.
+    const duration = end
+      ? formatDuration(end.getTime() - entry.startedAt.getTime())
+      : live
+        ? `${formatDuration(now.getTime() - entry.startedAt.getTime())} so far`
+        : "-";
+    rows.push([
+      String(i + 1),
+      `${entry.startedAt.toISOString().slice(0, 23).replace("T", " ")}`,
+      entry.kind,
+      entry.name,
+      String(entry.attempt),
+      duration,
+      outcomeLabel(entry, live, paint),
+    ]);
+    if (entry.error) rows.push({ note: paint("red", `error: ${entry.error}`) });
+    if (entry.derivedKey && entry.outcome === "started")
+      rows.push({ note: paint("dim", `derived key: ${entry.derivedKey}`) });
+  });
+  return renderTable(
+    [
+      { header: "#", align: "right" },
+      { header: "STARTED (UTC)" },
+      { header: "KIND" },
+      { header: "NAME", shrink: true },
+      { header: "ATTEMPT", align: "right" },
+      { header: "DURATION", align: "right" },
+      { header: "OUTCOME" },
+    ],
+    rows,
+    paint,
+    width,
+  );
+}

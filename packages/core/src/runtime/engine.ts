@@ -7,6 +7,7 @@ import {
   IdempotencyKeyMismatchError,
   InputValidationError,
   WorkflowDefinitionError,
+  WorkflowUsageError,
 } from "../errors.js";
 import { requestFingerprint } from "../json/fingerprint.js";
 import type { JsonObject, JsonValue } from "../json/json-value.js";
@@ -192,6 +193,11 @@ export function createEngine<DB>(options: EngineOptions<DB>): Engine {
       return await claimAndRun(wf, request);
     } catch (error) {
       if (!(error instanceof IdempoError) && isConnectionLoss(error)) throw new DatabaseUnavailableError(error);
+      if ((error as { code?: string }).code === "42P01" && String((error as Error).message).includes(tables.schema)) {
+        throw new WorkflowUsageError(
+          `idempo's tables are missing in schema '${tables.schema}': run engine.migrate() (or \`idempo migrate\`) before runOnce`,
+        );
+      }
       throw error;
     }
   }

@@ -198,13 +198,24 @@ function resultOf(response: StoredResponse, replayed: boolean): RunResult<unknow
   return { status: response.status, body, replayed, outcome: response.outcome } as RunResult<unknown>;
 }
 
+/**
+ * `fail` and `reject` throw; they also remember the first call, so workflow
+ * code that catches the throw cannot turn a declined card into a success.
+ */
 function control() {
+  let signal: FailSignal | RejectSignal | undefined;
   return {
     fail(status: number, body: unknown): never {
-      throw new FailSignal(status, body);
+      signal ??= new FailSignal(status, body);
+      throw signal;
     },
     reject(status: number, body: unknown): never {
-      throw new RejectSignal(status, body);
+      signal ??= new RejectSignal(status, body);
+      throw signal;
+    },
+    /** Rethrow a fail/reject that user code caught and swallowed. */
+    rethrowCaught(): void {
+      if (signal) throw signal;
     },
   };
 }
@@ -223,7 +234,15 @@ async function runPhase(
       return await deps.db.transaction().execute(async (tx): Promise<Outcome> => {
         let result: unknown;
         try {
-          result = await item.run({ ...info, ...control(), tx, outbox: phaseOutbox(deps, plan, item.name, tx) });
+          const ctl = control();
+          result = await item.run({
+            ...info,
+            fail: ctl.fail,
+            reject: ctl.reject,
+            tx,
+            outbox: phaseOutbox(deps, plan, item.name, tx),
+          });
+          ctl.rethrowCaught();
         } catch (error) {
           if (!(error instanceof FailSignal)) throw error;
           // Writes the phase made before ctx.fail commit with the stored response.
@@ -282,7 +301,9 @@ async function runStep(
       if (result !== undefined) outcome = "reconciled";
     }
     if (outcome === "succeeded") {
-      result = await callStep(item, { ...info, ...control(), idempotencyKey }, lease.signal);
+      const ctl = control();
+      result = await callStep(item, { ...info, fail: ctl.fail, reject: ctl.reject, idempotencyKey }, lease.signal);
+      ctl.rethrowCaught();
     }
   } catch (error) {
     if (error instanceof FailSignal) {
@@ -304,13 +325,22 @@ async function runStep(
   }
   await hook(`called:step:${item.name}`);
   const state = mergeState(info.state as JsonObject, result, where);
-  const advance: Advance = {
+  const progress: Advance = {
     name: item.name,
     attempt: plan.attempt,
     state: JSON.stringify(state),
     leaseMs: plan.leaseMs,
-    ...(last ? { response: await respondWith(plan.def, { ...info, state }) } : {}),
   };
+  let response: StoredResponse | undefined;
+  try {
+    if (last) response = await respondWith(plan.def, { ...info, state });
+  } catch (error) {
+    // The call happened: keep its result even though respond failed, so a retry does not call again.
+    if (!(await recordStepResult(deps.db, deps.tables, plan.own, started.entryId, outcome, progress)))
+      throw lease.lost();
+    throw error;
+  }
+  const advance: Advance = response ? { ...progress, response } : progress;
   if (!(await recordStepResult(deps.db, deps.tables, plan.own, started.entryId, outcome, advance))) throw lease.lost();
   return advance.response ? { kind: "done", result: resultOf(advance.response, false) } : { kind: "continue", state };
 }

@@ -154,18 +154,42 @@ export function startRelay(
     }
   }
 
+  // A slot frees when its delivery ends or its claim runs out, whichever is
+  // first: a handler that hangs and ignores its signal cannot stall the relay
+  // (its message is claimable again once the claim expires).
+  const inFlight = new Set<Promise<void>>();
+  const occupy = (m: ClaimedMessage) => {
+    let expiry: NodeJS.Timeout | undefined;
+    const slot: Promise<void> = Promise.race([
+      deliver(m),
+      new Promise<void>((resolve) => {
+        expiry = setTimeout(resolve, leaseMs);
+        expiry.unref();
+      }),
+    ]).finally(() => {
+      clearTimeout(expiry);
+      inFlight.delete(slot);
+      wake();
+    });
+    inFlight.add(slot);
+  };
+
   async function loop(): Promise<void> {
     while (!stopping.signal.aborted) {
       woken = false;
+      const free = concurrency - inFlight.size;
       let batch: ClaimedMessage[] = [];
-      try {
-        batch = await claimDue(db, tables, topics, concurrency, leaseMs);
-      } catch (error) {
-        onError(error);
+      if (free > 0) {
+        try {
+          batch = await claimDue(db, tables, topics, free, leaseMs);
+        } catch (error) {
+          onError(error);
+        }
       }
-      if (batch.length === 0) await sleepUntilWoken();
-      else await Promise.all(batch.map(deliver));
+      for (const m of batch) occupy(m);
+      if (batch.length === 0 || inFlight.size >= concurrency) await sleepUntilWoken();
     }
+    await Promise.all(inFlight);
   }
 
   const unsubscribe = options.listen ? subscribe(options.listen, wake) : Promise.resolve(async () => {});

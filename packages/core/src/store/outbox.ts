@@ -4,6 +4,7 @@
  * writes on the row's attempt count, the token it took with its claim.
  */
 import { sql } from "kysely";
+import { storableText } from "./progress.js";
 import type { Executor, Tables } from "./run-store.js";
 import { leaseInterval } from "./run-store.js";
 
@@ -103,7 +104,7 @@ export async function markFailed(
 ): Promise<void> {
   await sql`
     UPDATE ${t.outbox}
-    SET status = ${dead ? "dead" : "pending"}, locked_until = NULL, last_error = ${error},
+    SET status = ${dead ? "dead" : "pending"}, locked_until = NULL, last_error = ${storableText(error)},
         available_at = clock_timestamp() + ${leaseInterval(retryInMs)}
     WHERE tenant_id = ${m.tenant_id} AND message_id = ${m.message_id} AND attempts = ${m.attempts} AND status = 'pending'
   `.execute(db);

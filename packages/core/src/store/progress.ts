@@ -8,6 +8,11 @@ import { ulid } from "ulid";
 import type { Executor, Ownership, StoredResponse, Tables } from "./run-store.js";
 import { leaseInterval } from "./run-store.js";
 
+/** Error text as a text column accepts it: PostgreSQL text cannot hold NUL. */
+export function storableText(text: string): string {
+  return text.replaceAll("\u0000", "\\u0000");
+}
+
 /** SET clause of a completion: store the response, drop owner and lease, start retention. */
 function completion(response: StoredResponse) {
   return sql`status = 'completed', owner_token = NULL, locked_until = NULL,
@@ -180,7 +185,7 @@ export async function recordFailure(
 ): Promise<void> {
   if (failure.entryId) {
     await sql`
-      UPDATE ${t.history} h SET outcome = 'failed', error = ${failure.error}, finished_at = clock_timestamp()
+      UPDATE ${t.history} h SET outcome = 'failed', error = ${storableText(failure.error)}, finished_at = clock_timestamp()
       FROM ${t.runs} r
       WHERE h.tenant_id = ${own.tenantId} AND h.key = ${own.key} AND h.entry_id = ${failure.entryId}
         AND r.tenant_id = h.tenant_id AND r.key = h.key AND r.owner_token = ${own.ownerToken}
@@ -190,7 +195,7 @@ export async function recordFailure(
   await sql`
     INSERT INTO ${t.history} (tenant_id, key, run_id, entry_id, kind, name, attempt, outcome, error, started_at, finished_at)
     SELECT ${own.tenantId}, ${own.key}, ${own.runId}, ${ulid()}, ${failure.kind}, ${failure.name}, ${failure.attempt},
-           'failed', ${failure.error}, clock_timestamp(), clock_timestamp()
+           'failed', ${storableText(failure.error)}, clock_timestamp(), clock_timestamp()
     FROM ${t.runs}
     WHERE tenant_id = ${own.tenantId} AND key = ${own.key} AND owner_token = ${own.ownerToken}
   `.execute(db);

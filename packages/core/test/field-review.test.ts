@@ -1,0 +1,127 @@
+import { sql } from "kysely";
+import { describe, expect, it, onTestFinished } from "vitest";
+import { createEngine, workflow } from "../src/index.ts";
+import { useTestDatabase } from "./support/db.ts";
+
+// Faults found by reviewing the engine as a new user would.
+const t = useTestDatabase();
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+describe("control flow cannot be swallowed", () => {
+  it("a ctx.fail caught by workflow code still stores the failure, not a success", async () => {
+    let charged = 0;
+    const wf = workflow("swallowed_fail")
+      .step("charge", ({ fail }) => {
+        try {
+          fail(402, { declined: true });
+        } catch {
+          // a careless catch-all
+        }
+        charged++;
+        return { charged: true };
+      })
+      .respond(() => ({ status: 201, body: { charged: true } }));
+    const engine = createEngine({ db: t.db });
+    const res = await engine.runOnce(wf, { tenantId: "cf", key: "k1", input: {} });
+    expect(res).toMatchObject({ status: 402, outcome: "failed", body: { declined: true } });
+    expect((await engine.runOnce(wf, { tenantId: "cf", key: "k1", input: {} })).status).toBe(402);
+    expect(charged).toBe(1);
+  });
+});
+
+describe("a finished step is never called again because respond failed", () => {
+  it("records the step's result before respond's error surfaces", async () => {
+    let calls = 0;
+    let broken = true;
+    const wf = workflow("respond_after_step")
+      .step("charge", () => {
+        calls++;
+        return { chargeId: `ch_${calls}` };
+      })
+      .respond(({ state }): { status: number; body: unknown } =>
+        broken ? { status: 201, body: { bad: new Map() } } : { status: 201, body: state },
+      );
+    const engine = createEngine({ db: t.db, leaseMs: 300 });
+    await expect(engine.runOnce(wf, { tenantId: "rs", key: "k1", input: {} })).rejects.toMatchObject({
+      code: "unstorable_value",
+    });
+    expect((await engine.inspect("rs", "k1"))?.recoveryPoint).toBe("charge");
+    broken = false;
+    await engine.release("rs", "k1");
+    const res = await engine.runOnce(wf, { tenantId: "rs", key: "k1", input: {} });
+    expect(res.body).toEqual({ chargeId: "ch_1" });
+    expect(calls).toBe(1);
+  });
+});
+
+describe("the relay survives hostile handlers", () => {
+  it("an error text with NUL is stored and the message still dead-letters", async () => {
+    const wf = workflow("nul_error")
+      .phase("p", async ({ outbox }) => {
+        await outbox.enqueue("nul", {});
+        return {};
+      })
+      .respond(() => ({ status: 200, body: {} }));
+    const engine = createEngine({ db: t.db });
+    await engine.runOnce(wf, { tenantId: "rn", key: "k1", input: {} });
+    let calls = 0;
+    const relay = engine.startRelay({
+      handlers: {
+        nul: () => {
+          calls++;
+          throw new Error("upstream said \u0000 bad");
+        },
+      },
+      maxAttempts: 2,
+      backoffMs: 1,
+      pollIntervalMs: 20,
+    });
+    onTestFinished(() => relay.stop());
+    for (let i = 0; i < 100 && (await engine.listOutbox({ tenantId: "rn" }))[0]?.status !== "dead"; i++)
+      await sleep(20);
+    const [message] = await engine.listOutbox({ tenantId: "rn" });
+    expect(message).toMatchObject({ status: "dead", attempts: 2, lastError: "upstream said \\u0000 bad" });
+    expect(calls).toBe(2);
+  });
+
+  it("a handler that hangs and ignores its signal does not stop other deliveries", async () => {
+    const wf = workflow("hang_and_go")
+      .phase("p", async ({ outbox }) => {
+        await outbox.enqueue("hang", {});
+        for (let i = 0; i < 6; i++) await outbox.enqueue("ok", { i });
+        return {};
+      })
+      .respond(() => ({ status: 200, body: {} }));
+    const engine = createEngine({ db: t.db });
+    await engine.runOnce(wf, { tenantId: "rh", key: "k1", input: {} });
+    const delivered: number[] = [];
+    const relay = engine.startRelay({
+      handlers: {
+        hang: () => new Promise<void>(() => {}),
+        ok: (m) => {
+          delivered.push((m.payload as { i: number }).i);
+        },
+      },
+      concurrency: 2,
+      leaseMs: 5_000,
+      pollIntervalMs: 20,
+    });
+    onTestFinished(() => relay.stop());
+    for (let i = 0; i < 100 && delivered.length < 6; i++) await sleep(20);
+    expect(delivered.sort()).toEqual([0, 1, 2, 3, 4, 5]);
+    const { rows } = await sql<{ n: number }>`
+      SELECT count(*)::int AS n FROM idempo.outbox WHERE tenant_id = 'rh' AND status = 'delivered'`.execute(t.db);
+    expect(rows[0]?.n).toBe(6);
+  });
+});
+
+describe("set-up mistakes get a clear error", () => {
+  it("runOnce before migrate names the missing migration", async () => {
+    const engine = createEngine({ db: t.db, schema: "never_migrated" });
+    const wf = workflow("unmigrated").respond(() => ({ status: 200, body: {} }));
+    await expect(engine.runOnce(wf, { tenantId: "um", key: "k1", input: {} })).rejects.toMatchObject({
+      code: "workflow_usage",
+      message: expect.stringContaining("engine.migrate()"),
+    });
+  });
+});

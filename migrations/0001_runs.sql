@@ -16,6 +16,9 @@ CREATE TABLE runs (
   fingerprint      text        NOT NULL,
   -- json, not jsonb: kept byte for byte as written (key order, NUL escapes).
   input            json        NOT NULL,
+  -- SHA-256 hex of the input as the workflow's schema parsed it at the claim; a
+  -- takeover that parses differently (a random default) refuses to resume.
+  parsed_input_hash text,
   status           text        NOT NULL CHECK (status IN ('in_flight', 'completed')),
   -- Minted on every claim and takeover; every write of the run is fenced on it.
   owner_token      text,

@@ -1,5 +1,7 @@
+import { randomUUID } from "node:crypto";
 import { sql } from "kysely";
 import { describe, expect, it, onTestFinished } from "vitest";
+import { z } from "zod";
 import { createEngine, workflow } from "../src/index.ts";
 import { useTestDatabase } from "./support/db.ts";
 
@@ -123,5 +125,62 @@ describe("set-up mistakes get a clear error", () => {
       code: "workflow_usage",
       message: expect.stringContaining("engine.migrate()"),
     });
+  });
+});
+
+describe("input schemas that are not deterministic", () => {
+  it("a takeover refuses to resume rather than send a different default downstream", async () => {
+    const sent: string[] = [];
+    let crash = true;
+    const wf = workflow("random_default")
+      .input(z.object({ amount: z.number(), requestId: z.string().default(() => randomUUID()) }))
+      .step("charge", ({ input }) => {
+        sent.push(input.requestId);
+        if (crash) {
+          crash = false;
+          throw new Error("timeout after the provider charged");
+        }
+        return { charged: true };
+      })
+      .respond(({ input }) => ({ status: 201, body: { requestId: input.requestId } }));
+    const engine = createEngine({ db: t.db, leaseMs: 300 });
+    await expect(engine.runOnce(wf, { tenantId: "nd", key: "k1", input: { amount: 5 } })).rejects.toThrow("timeout");
+    await engine.release("nd", "k1");
+    await expect(engine.runOnce(wf, { tenantId: "nd", key: "k1", input: { amount: 5 } })).rejects.toMatchObject({
+      code: "workflow_definition",
+    });
+    expect(sent).toHaveLength(1);
+  });
+
+  it("deterministic defaults and coercions resume normally", async () => {
+    let crash = true;
+    const wf = workflow("stable_default")
+      .input(z.object({ at: z.coerce.date(), currency: z.string().default("eur") }))
+      .step("charge", ({ input }) => {
+        if (crash) {
+          crash = false;
+          throw new Error("timeout");
+        }
+        return { at: input.at.toISOString(), currency: input.currency };
+      })
+      .respond(({ state }) => ({ status: 201, body: state }));
+    const engine = createEngine({ db: t.db, leaseMs: 300 });
+    const input = { at: "2024-01-01T00:00:00.000Z" };
+    await expect(engine.runOnce(wf, { tenantId: "nd", key: "k2", input })).rejects.toThrow("timeout");
+    await engine.release("nd", "k2");
+    const res = await engine.runOnce(wf, { tenantId: "nd", key: "k2", input });
+    expect(res.body).toEqual({ at: "2024-01-01T00:00:00.000Z", currency: "eur" });
+  });
+});
+
+describe("error policy covers respond", () => {
+  it("onUnknownError 'store' stores a respond error even with no phases or steps", async () => {
+    const wf = workflow("respond_only", { onUnknownError: "store" }).respond(() => {
+      throw new Error("respond bug");
+    });
+    const engine = createEngine({ db: t.db });
+    const res = await engine.runOnce(wf, { tenantId: "rp", key: "k1", input: {} });
+    expect(res).toMatchObject({ status: 500, outcome: "errored" });
+    expect((await engine.inspect("rp", "k1"))?.status).toBe("completed");
   });
 });

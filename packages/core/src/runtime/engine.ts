@@ -32,7 +32,7 @@ import type { Relay, RelayOptions } from "./relay.js";
 import { startRelay } from "./relay.js";
 import { checkResumable } from "./resumable.js";
 import type { RunResult } from "./run-result.js";
-import { deepFreeze, inputToJson, parseInput } from "./values.js";
+import { deepFreeze, inputToJson, parsedInputHash, parseInput, reparseInput } from "./values.js";
 import type { Worker } from "./worker.js";
 import { startLoop } from "./worker.js";
 
@@ -210,6 +210,7 @@ export function createEngine<DB>(options: EngineOptions<DB>): Engine {
     const json = inputToJson(request.input);
     const input = await parseInput(def, json);
     const fingerprint = requestFingerprint(def.name, json);
+    const parsedHash = def.schema ? parsedInputHash(input) : null;
     const runLease = def.options.leaseMs ?? leaseMs;
     const { tenantId, key } = request;
 
@@ -223,6 +224,7 @@ export function createEngine<DB>(options: EngineOptions<DB>): Engine {
         definitionHash: def.hash,
         fingerprint,
         input: JSON.stringify(json),
+        parsedInputHash: parsedHash,
         ownerToken: ulid(),
         leaseMs: runLease,
         retentionMs: def.options.retentionMs ?? retentionMs,
@@ -287,7 +289,7 @@ export function createEngine<DB>(options: EngineOptions<DB>): Engine {
       def,
       own: { ...own, runId: taken.runId },
       attempt: taken.attempt,
-      input: await parseInput(def, JSON.parse(taken.input) as JsonValue),
+      input: await reparseInput(def, JSON.parse(taken.input) as JsonValue, taken.parsedInputHash),
       state: deepFreeze(JSON.parse(taken.state) as JsonObject),
       recoveryPoint: taken.recoveryPoint,
       leaseMs: runLease,

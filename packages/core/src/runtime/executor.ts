@@ -124,14 +124,16 @@ export async function execute(deps: ExecutorDeps, plan: Plan): Promise<RunResult
     if (error instanceof RejectSignal) return reject(deps, plan, error, recoveryPoint, current);
     if (error instanceof LeaseLostError) throw lease.lost();
     if (isConnectionLoss(error)) throw new DatabaseUnavailableError(error);
-    if (current && !(error instanceof IdempoError)) {
-      await recordFailure(deps.db, deps.tables, own, {
-        kind: current.kind,
-        name: current.name,
-        attempt: plan.attempt,
-        error: error instanceof Error ? error.message : String(error),
-        entryId: (error as { historyEntryId?: string }).historyEntryId ?? null,
-      }).catch(() => undefined);
+    if (!(error instanceof IdempoError)) {
+      if (current) {
+        await recordFailure(deps.db, deps.tables, own, {
+          kind: current.kind,
+          name: current.name,
+          attempt: plan.attempt,
+          error: error instanceof Error ? error.message : String(error),
+          entryId: (error as { historyEntryId?: string }).historyEntryId ?? null,
+        }).catch(() => undefined);
+      }
       if (plan.def.options.onUnknownError === "store") return storeUnknownError(deps, plan, lease);
     }
     throw error;

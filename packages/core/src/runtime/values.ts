@@ -3,7 +3,8 @@
  * (400 before the claim), phase and step results and response bodies (a
  * clear error naming where, before anything is committed).
  */
-import { InputValidationError, UnstorableValueError } from "../errors.js";
+import { createHash } from "node:crypto";
+import { InputValidationError, UnstorableValueError, WorkflowDefinitionError } from "../errors.js";
 import type { JsonObject, JsonValue } from "../json/json-value.js";
 import { toJsonValue } from "../json/json-value.js";
 import type { Definition } from "../workflow/definition.js";
@@ -57,6 +58,16 @@ export async function parseInput(def: Definition, json: JsonValue): Promise<unkn
   return deepFreeze(parsed.data);
 }
 
+/**
+ * SHA-256 of the schema's output as JSON, or null when the output is not a
+ * JSON value. Compared on takeover: a schema whose default or transform is
+ * not deterministic would hand a resumed attempt different input.
+ */
+export function parsedInputHash(parsed: unknown): string | null {
+  const converted = toJsonValue(parsed);
+  return converted.ok ? createHash("sha256").update(JSON.stringify(converted.value)).digest("hex") : null;
+}
+
 /** A phase or step result merged into state; `where` names it in errors. */
 export function mergeState(state: JsonObject, result: unknown, where: string): JsonObject {
   if (result === undefined) return state;
@@ -86,4 +97,22 @@ export function checkStatus(status: unknown, where: string): number {
     ]);
   }
   return status;
+}
+
+/**
+ * Parse a stored input again on takeover and check it matches what the
+ * schema gave at the claim.
+ *
+ * @throws WorkflowDefinitionError when the schema's output differs.
+ */
+export async function reparseInput(def: Definition, stored: JsonValue, expectedHash: string | null): Promise<unknown> {
+  const parsed = await parseInput(def, stored);
+  if (expectedHash !== null && def.schema && parsedInputHash(parsed) !== expectedHash) {
+    throw new WorkflowDefinitionError(
+      `the input schema of workflow '${def.name}' parsed the stored input differently than at the claim ` +
+        "(a default or transform that is not deterministic, such as randomUUID() or new Date()); " +
+        "the run is not resumed so nothing downstream receives a different value. Mint such values in a phase and keep them in state",
+    );
+  }
+  return parsed;
 }

@@ -17,6 +17,8 @@ export interface NewRun {
   readonly fingerprint: string;
   /** JSON text. */
   readonly input: string;
+  /** Hash of the schema's output at the claim; null when that output is not JSON. */
+  readonly parsedInputHash: string | null;
   readonly ownerToken: string;
   readonly leaseMs: number;
   readonly retentionMs: number;
@@ -54,9 +56,10 @@ export async function claimNewKey(db: Executor, t: Tables, run: NewRun): Promise
   const { rows } = await sql<ClaimRow>`
     WITH inserted AS (
       INSERT INTO ${t.runs} (tenant_id, key, run_id, workflow, definition, definition_hash, fingerprint,
-                             input, status, owner_token, locked_until, attempt, retention_ms)
+                             input, parsed_input_hash, status, owner_token, locked_until, attempt, retention_ms)
       VALUES (${run.tenantId}, ${run.key}, ${run.runId}, ${run.workflow}, ${JSON.stringify(run.outline)}::json,
-              ${run.definitionHash}, ${run.fingerprint}, ${run.input}::json, 'in_flight', ${run.ownerToken},
+              ${run.definitionHash}, ${run.fingerprint}, ${run.input}::json, ${run.parsedInputHash}, 'in_flight',
+              ${run.ownerToken},
               clock_timestamp() + ${leaseInterval(run.leaseMs)}, 1, ${run.retentionMs})
       ON CONFLICT (tenant_id, key) DO NOTHING
       RETURNING 1
@@ -105,6 +108,7 @@ export async function reclaimExpiredKey(db: Executor, t: Tables, run: NewRun): P
       UPDATE ${t.runs}
       SET run_id = ${run.runId}, workflow = ${run.workflow}, definition = ${JSON.stringify(run.outline)}::json,
           definition_hash = ${run.definitionHash}, fingerprint = ${run.fingerprint}, input = ${run.input}::json,
+          parsed_input_hash = ${run.parsedInputHash},
           status = 'in_flight', owner_token = ${run.ownerToken},
           locked_until = clock_timestamp() + ${leaseInterval(run.leaseMs)}, attempt = 1,
           recovery_point = NULL, state = '{}', retention_ms = ${run.retentionMs}, outcome = NULL,
@@ -140,6 +144,7 @@ interface TakeoverRow {
   definition: string;
   definition_hash: string;
   workflow: string;
+  parsed_input_hash: string | null;
 }
 
 /**
@@ -163,7 +168,7 @@ export async function takeOverExpiredLease(db: Executor, t: Tables, req: Takeove
       AND status = 'in_flight' AND locked_until <= clock_timestamp()
       AND (${req.fingerprint}::text IS NULL OR fingerprint = ${req.fingerprint})
     RETURNING run_id, attempt, recovery_point, state::text AS state, input::text AS input,
-              definition::text AS definition, definition_hash, workflow
+              definition::text AS definition, definition_hash, workflow, parsed_input_hash
   `.execute(db);
   const row = rows[0];
   if (!row) return null;
@@ -176,5 +181,6 @@ export async function takeOverExpiredLease(db: Executor, t: Tables, req: Takeove
     outline: JSON.parse(row.definition) as string[],
     definitionHash: row.definition_hash,
     workflow: row.workflow,
+    parsedInputHash: row.parsed_input_hash,
   };
 }

@@ -59,6 +59,7 @@ export interface TakenRun {
   readonly outline: readonly string[];
   readonly definitionHash: string;
   readonly workflow: string;
+  readonly parsedInputHash: string | null;
 }
 
 /** The identity every fenced write carries. */

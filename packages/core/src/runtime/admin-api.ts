@@ -78,6 +78,10 @@ export function adminApi(db: Executor, tables: Tables): AdminApi {
         throw new InputValidationError([{ path: "limit", message: "must be an integer from 1 to 1000" }]);
       }
       if (opts.tenantId !== undefined) assertValidKey(opts.tenantId, "tenant id");
+      if (opts.topic !== undefined) assertValidKey(opts.topic, "outbox topic");
+      if (opts.status !== undefined && !["pending", "delivered", "dead"].includes(opts.status)) {
+        throw new InputValidationError([{ path: "status", message: "must be 'pending', 'delivered' or 'dead'" }]);
+      }
       const rows = await selectOutbox(db, tables, {
         tenantId: opts.tenantId,
         status: opts.status,
@@ -100,6 +104,7 @@ export function adminApi(db: Executor, tables: Tables): AdminApi {
     },
     retryOutbox(tenantId, messageId) {
       assertValidKey(tenantId, "tenant id");
+      assertValidKey(messageId, "message id");
       return requeueMessage(db, tables, tenantId, messageId);
     },
     async pendingMigrations() {

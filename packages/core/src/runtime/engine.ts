@@ -367,6 +367,10 @@ export function createEngine<DB>(options: EngineOptions<DB>): Engine {
     },
     async listKeys(opts = {}) {
       if (opts.tenantId !== undefined) assertValidKey(opts.tenantId, "tenant id");
+      if (opts.workflow !== undefined) assertValidKey(opts.workflow, "workflow name");
+      if (opts.status !== undefined && opts.status !== "in_flight" && opts.status !== "completed") {
+        throw new InputValidationError([{ path: "status", message: "must be 'in_flight' or 'completed'" }]);
+      }
       const limit = opts.limit ?? 50;
       if (!Number.isSafeInteger(limit) || limit < 1 || limit > 1000) {
         throw new InputValidationError([{ path: "limit", message: "must be an integer from 1 to 1000" }]);

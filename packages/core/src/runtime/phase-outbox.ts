@@ -1,5 +1,5 @@
 import { ulid } from "ulid";
-import { UnstorableValueError, WorkflowUsageError } from "../errors.js";
+import { LeaseLostError, UnstorableValueError, WorkflowUsageError } from "../errors.js";
 import { toJsonValue } from "../json/json-value.js";
 import { deriveDeliveryKey } from "../keys/derived-key.js";
 import { assertValidKey } from "../keys/key-validation.js";
@@ -32,9 +32,14 @@ export function phaseOutbox(deps: ExecutorDeps, plan: Plan, phase: string, tx: E
       });
       await inserted.catch((error: unknown) => {
         if ((error as { code?: string }).code !== "23505") throw error;
+        // A derived key is unique to this run, phase and position: only another
+        // attempt that already committed this phase can hold it.
+        if (options.deliveryKey === undefined)
+          throw new LeaseLostError(tenantId, key, `outbox enqueue in phase '${phase}'`);
         throw new WorkflowUsageError(
           `outbox delivery key '${deliveryKey}' (tenant '${tenantId}') is already taken by another message; ` +
-            "delivery keys must be unique per tenant: omit deliveryKey to have one derived",
+            "delivery keys must be unique per tenant: omit deliveryKey to have one derived " +
+            "(or this attempt lost its lease and another one already committed this phase)",
         );
       });
       return deliveryKey;

@@ -1,6 +1,7 @@
 /** The shapes the operations API returns (used by the CLI and by tests). */
 import { InputValidationError } from "../errors.js";
 import type { JsonValue } from "../json/json-value.js";
+import { hasLoneSurrogate } from "../json/json-value.js";
 import type { HistoryRow, RecordRow } from "../store/operations.js";
 
 /** One phase or step entry in a run's history, oldest first. */
@@ -122,10 +123,21 @@ export function encodeCursor(row: RecordRow): string {
   return Buffer.from(JSON.stringify([row.created_at_exact, row.tenant_id, row.key])).toString("base64url");
 }
 
+// PostgreSQL's text form of a timestamptz, as encodeCursor writes it.
+const TIMESTAMP = /^\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}(\.\d{1,6})?[+-]\d{2}(:\d{2}){0,2}$/;
+
 export function decodeCursor(cursor: string): { createdAt: string; tenantId: string; key: string } {
   try {
     const [createdAt, tenantId, key] = JSON.parse(Buffer.from(cursor, "base64url").toString("utf8")) as unknown[];
-    if (typeof createdAt === "string" && typeof tenantId === "string" && typeof key === "string") {
+    if (
+      typeof createdAt === "string" &&
+      TIMESTAMP.test(createdAt) &&
+      typeof tenantId === "string" &&
+      typeof key === "string" &&
+      !hasLoneSurrogate(tenantId + key) &&
+      !tenantId.includes("\u0000") &&
+      !key.includes("\u0000")
+    ) {
       return { createdAt, tenantId, key };
     }
   } catch {

@@ -1,6 +1,7 @@
 import type { z } from "zod";
 import { WorkflowDefinitionError } from "../errors.js";
 import type { JsonValue } from "../json/json-value.js";
+import { hasLoneSurrogate } from "../json/json-value.js";
 import type { PhaseContext, ResponseSpec, RunInfo, StepContext } from "./context.js";
 import type { Definition, Item, StepOptions, Workflow, WorkflowOptions } from "./definition.js";
 import { outlineHash } from "./definition.js";
@@ -15,7 +16,13 @@ export type StateUpdate = object | undefined | void;
 const NAME_MAX = 100;
 
 function checkName(what: string, name: unknown): asserts name is string {
-  if (typeof name !== "string" || name.length === 0 || name.length > NAME_MAX || /[\u0000-\u001F\u007F]/.test(name)) {
+  if (
+    typeof name !== "string" ||
+    name.length === 0 ||
+    name.length > NAME_MAX ||
+    /[\u0000-\u001F\u007F]/.test(name) ||
+    hasLoneSurrogate(name)
+  ) {
     throw new WorkflowDefinitionError(
       `${what} name must be a non-empty string of at most ${NAME_MAX} characters without control characters, got ${JSON.stringify(name)}`,
     );

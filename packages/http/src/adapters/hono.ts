@@ -1,0 +1,220 @@
+/**
+ * Hono 4 adapter: {@link idempotency} middleware wraps existing route
+ * handlers, {@link idempotent} is a route handler that runs a workflow. Both
+ * are thin: the decisions, the stored format and the error table live in
+ * the shared runtime.
+ */
+import { Readable } from "node:stream";
+import type { Engine, Workflow } from "@idempo/core";
+import type { Context, Env, Handler, MiddlewareHandler } from "hono";
+import { matchedRoutes } from "hono/route";
+import { IDEMPOTENCY_KEY_HEADER } from "../header/idempotency-key.js";
+import type { BodyFacts } from "../request/body.js";
+import { bodyFromBytes, readBody } from "../request/body.js";
+import { headerLines } from "../request/header-lines.js";
+import type { RouteFacts } from "../request/route.js";
+import { resolveTenant } from "../request/tenant.js";
+import type { CapturedResponse } from "../response/envelope.js";
+import type { HttpReply } from "../response/reply.js";
+import { statusAllowsBody } from "../response/reply.js";
+import type { IdempotencyOptions, IdempotentOptions } from "../runtime/options.js";
+import { wrapSettings } from "../runtime/options.js";
+import { closingIfUnread, problemHeadersToDrop } from "../runtime/send.js";
+import { isWorkflowRoute, markWorkflowRoute, runWorkflowRoute, workflowRoute } from "../runtime/workflow-route.js";
+import type { HandlerRun } from "../runtime/wrapped-run.js";
+import { startWrapped } from "../runtime/wrapped-run.js";
+
+export type { HandlerRun } from "../runtime/wrapped-run.js";
+
+/** Add to your app's `Variables` to read `c.get('idempotency')` in a wrapped handler with its type. */
+export interface IdempotencyVariables {
+  idempotency?: HandlerRun;
+}
+
+/**
+ * Middleware that runs the route handler after it once per idempotency key
+ * and replays its stored response (status, allow-listed headers, body
+ * bytes, plus `Idempotent-Replayed: true`) to every retry. It reads the
+ * request body itself (up to `maxRequestBytes`); `c.req.json()` and
+ * friends still work in the handler.
+ *
+ * The handler's own database writes are not part of the key's transaction;
+ * use {@link idempotent} with a workflow when a crash must never run the
+ * handler twice. Inside the handler, `c.get('idempotency')` is the {@link HandlerRun}.
+ *
+ * @example
+ * app.post('/orders', idempotency(engine, { tenant: (c) => c.get('accountId'), required: true }),
+ *   async (c) => c.json(await createOrder(await c.req.json()), 201))
+ */
+export function idempotency<E extends Env = Env>(
+  engine: Engine,
+  options: IdempotencyOptions<Context<E>>,
+): MiddlewareHandler<E> {
+  const settings = wrapSettings(engine, options);
+  return async (c, next) => {
+    const target = targetOf(c);
+    // Mounted app-wide, it leaves workflow routes to their workflow, and requests no route answers.
+    if (target.handler === undefined || isWorkflowRoute(target.handler)) return next();
+    const start = await startWrapped(engine, settings, {
+      method: c.req.method,
+      keyLines: keyLinesOf(c),
+      tenant: () => resolveTenant(options.tenant, c),
+      route: () => target.route,
+      body: () => bodyOf(c, settings.maxRequestBytes),
+    });
+    if (start.kind === "pass") return next();
+    if (start.kind === "reply") return toResponse(closingIfUnread(start.reply, incomingOf(c)?.httpVersionMajor));
+    (c.set as (key: string, value: unknown) => void)("idempotency", start.run);
+    try {
+      await next();
+    } catch (error) {
+      await start.abandon(error);
+      throw error;
+    }
+    const original = c.res;
+    const finished = await start.finish(await captureResponse(original, settings.maxResponseBytes));
+    let answer: Response;
+    if (finished.kind === "stored") {
+      answer = new Response(statusAllowsBody(original.status) ? finished.body : null, {
+        status: original.status,
+        headers: original.headers,
+      });
+    } else {
+      const headers = new Headers(original.headers);
+      for (const name of problemHeadersToDrop([...headers.keys()])) headers.delete(name);
+      answer = toResponse({ ...finished.reply, headers: { ...headersRecord(headers), ...finished.reply.headers } });
+    }
+    // Cleared first: assigning over a response merges the old one's headers in.
+    c.res = undefined;
+    c.res = answer;
+  };
+}
+
+/**
+ * A route handler that runs `workflow` through `engine.runOnce` and answers
+ * with its `{ status, body }` as JSON.
+ *
+ * @example
+ * app.post('/charges', idempotent(engine, createCharge, {
+ *   tenant: (c) => c.get('accountId'),
+ *   input: (c) => c.req.json(),
+ * }))
+ */
+export function idempotent<In, B, E extends Env = Env>(
+  engine: Engine,
+  workflow: Workflow<In, B>,
+  options: IdempotentOptions<Context<E>, In>,
+): Handler<E> {
+  const route = workflowRoute(engine, workflow, options);
+  const handler: Handler<E> = async (c) =>
+    toResponse(
+      await runWorkflowRoute(route, {
+        keyLines: keyLinesOf(c),
+        tenant: () => resolveTenant(options.tenant, c),
+        input: async () => options.input(c),
+      }),
+    );
+  return markWorkflowRoute(handler);
+}
+
+/** Node's request when served by @hono/node-server. */
+function incomingOf(c: Context): { rawHeaders?: unknown; httpVersionMajor?: number } | undefined {
+  return (c.env as { incoming?: { rawHeaders?: unknown; httpVersionMajor?: number } } | undefined)?.incoming;
+}
+
+/** Header lines from Node's raw headers when served by @hono/node-server (repeats stay visible), else the joined value. */
+function keyLinesOf(c: Context): string[] {
+  const incoming = incomingOf(c);
+  if (Array.isArray(incoming?.rawHeaders)) return headerLines(incoming.rawHeaders as string[], IDEMPOTENCY_KEY_HEADER);
+  const value = c.req.raw.headers.get(IDEMPOTENCY_KEY_HEADER);
+  return value === null ? [] : [value];
+}
+
+/** The route this request goes to: the first one from this middleware on that is registered for its method. */
+function targetOf(c: Context): { route: RouteFacts; handler: unknown } {
+  const search = new URL(c.req.url).search.slice(1);
+  const routes = matchedRoutes(c);
+  const here = c.req.routeIndex;
+  for (let i = here; i < routes.length; i++) {
+    const route = routes[i];
+    if (route?.method !== c.req.method) continue;
+    // param() reads the parameters of the route at routeIndex.
+    c.req.routeIndex = i;
+    try {
+      const params = { ...c.req.param() };
+      // A route's last handler is the one that answers (the ones before it are its middleware).
+      let last = route;
+      for (
+        let j = i + 1;
+        j < routes.length && routes[j]?.path === route.path && routes[j]?.method === route.method;
+        j++
+      ) {
+        last = routes[j] as typeof route;
+      }
+      return { route: { method: c.req.method, route: route.path, params, search }, handler: last.handler };
+    } finally {
+      c.req.routeIndex = here;
+    }
+  }
+  return { route: { method: c.req.method, route: c.req.path, params: {}, search }, handler: undefined };
+}
+
+async function bodyOf(c: Context, maxBytes: number): Promise<BodyFacts> {
+  const type = c.req.header("content-type");
+  const raw = c.req.raw;
+  // Read by an earlier middleware through c.req: Hono rebuilds the bytes from its body cache.
+  if (raw.bodyUsed) return bodyFromBytes(new Uint8Array(await c.req.arrayBuffer()), type);
+  if (raw.body === null) return { kind: "none" };
+  const bytes = await readBody(Readable.fromWeb(raw.body as never), c.req.header("content-length"), maxBytes);
+  // The handler's c.req.json() / text() / arrayBuffer() are served from this cache.
+  (c.req.bodyCache as Record<string, unknown>).arrayBuffer = Promise.resolve(
+    bytes.buffer.slice(bytes.byteOffset, bytes.byteOffset + bytes.byteLength),
+  );
+  return bodyFromBytes(bytes, type);
+}
+
+function headersRecord(headers: Headers): Record<string, string | string[]> {
+  const out: Record<string, string | string[]> = {};
+  for (const [name, value] of headers) if (name !== "set-cookie") out[name] = value;
+  const cookies = headers.getSetCookie();
+  if (cookies.length > 0) out["set-cookie"] = cookies;
+  return out;
+}
+
+function toResponse(reply: HttpReply): Response {
+  const headers = new Headers();
+  for (const [name, value] of Object.entries(reply.headers)) {
+    for (const v of typeof value === "string" ? [value] : value) headers.append(name, v);
+  }
+  return new Response(statusAllowsBody(reply.status) ? new Uint8Array(reply.body) : null, {
+    status: reply.status,
+    headers,
+  });
+}
+
+/** Read the handler's response body, up to `maxBytes`; past that it is cancelled and dropped. */
+async function captureResponse(res: Response, maxBytes: number): Promise<CapturedResponse> {
+  const parts: Uint8Array[] = [];
+  let size = 0;
+  let overflowed = false;
+  if (res.body) {
+    const reader = res.body.getReader();
+    for (;;) {
+      const { done, value } = await reader.read();
+      if (done) break;
+      size += value.byteLength;
+      if (size > maxBytes) {
+        overflowed = true;
+        await reader.cancel();
+        break;
+      }
+      parts.push(value);
+    }
+  }
+  return {
+    status: res.status,
+    headers: headersRecord(res.headers),
+    body: overflowed ? Buffer.alloc(0) : Buffer.concat(parts),
+    overflowed,
+  };
+}

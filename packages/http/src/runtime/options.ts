@@ -1,0 +1,129 @@
+import type { Engine } from "@idempo/core";
+import { replayHeaderSet } from "../response/envelope.js";
+
+/**
+ * Resolves the tenant a request's key belongs to, from what authentication
+ * established (a session, a verified token, an API key's account); never
+ * from a header the client chooses freely. Return `undefined` or `''` when
+ * there is none: the request is then refused with 400 `invalid_key`, and
+ * nothing is stored under a shared or default tenant.
+ */
+export type TenantResolver<Req> = (request: Req) => string | undefined | Promise<string | undefined>;
+
+/** Settings shared by the middleware (wrapped handlers) and by workflow routes. */
+export interface CommonOptions<Req> {
+  /** The tenant of the request; required. See {@link TenantResolver}. */
+  tenant: TenantResolver<Req>;
+}
+
+/** Options of the middleware that wraps existing route handlers. */
+export interface IdempotencyOptions<Req> extends CommonOptions<Req> {
+  /**
+   * Refuse requests without an `Idempotency-Key` header with 400
+   * `key_missing` (Default: false: such requests pass through untouched,
+   * and nothing is stored).
+   */
+  required?: boolean;
+  /** Methods the middleware applies to; others pass through untouched (Default: `['POST', 'PATCH']`). */
+  methods?: readonly string[];
+  /**
+   * Response headers stored and replayed besides `content-type`, `location`
+   * and `content-disposition` (`content-encoding` is always kept with the
+   * body). Case-insensitive. `set-cookie` is never replayed and is refused
+   * here (Default: none).
+   */
+  replayHeaders?: readonly string[];
+  /**
+   * Largest request body, in bytes, the middleware reads to fingerprint a
+   * request; a larger one is refused with 413 before the handler runs
+   * (Default: 1 048 576, 1 MiB). Fastify enforces its own `bodyLimit` instead.
+   */
+  maxRequestBytes?: number;
+  /**
+   * Largest response body, in bytes, that is buffered and stored (Default:
+   * 1 048 576, 1 MiB). Raise it to store larger bodies. A body above it
+   * still completes the key: the stored answer is then a 500 problem
+   * `response_too_large` naming the handler's status, so a retry never runs
+   * the handler again.
+   */
+  maxResponseBytes?: number;
+  /**
+   * Whether a response of this status is stored (Default: every status is,
+   * as with Stripe, 5xx included). Return false for answers your handler
+   * gives before changing anything (a 400 from validation, a 429): the
+   * claim is then released and the client may retry the same key at once.
+   */
+  storeResponse?: (status: number) => boolean;
+  /** Lease of a wrapped run in ms (Default: the engine's `leaseMs`). */
+  leaseMs?: number;
+  /** How long a stored response is kept, in ms (Default: the engine's `retentionMs`, 24 h). */
+  retentionMs?: number;
+}
+
+/** Options of a route that runs a workflow. */
+export interface IdempotentOptions<Req, In> extends CommonOptions<Req> {
+  /** Builds the workflow's input from the request (body, path parameters); checked by the workflow's schema. */
+  input: (request: Req) => In | Promise<In>;
+  /**
+   * Refuse requests without an `Idempotency-Key` header with 400
+   * `key_missing` (Default: true). With false, such a request still runs
+   * through the engine under a fresh random key: it is recorded and can be
+   * finished by `engine.resumeStale()`, but the client cannot retry it.
+   */
+  required?: boolean;
+  /**
+   * Extra response headers computed from the stored response, e.g. a
+   * `Location` for a 201. Called for the first answer and for every replay
+   * with the same stored body, so both carry the same headers (Default: none).
+   */
+  headers?: (response: { status: number; body: unknown }) => Record<string, string>;
+}
+
+/** Defaults applied; internal. */
+export interface WrapSettings {
+  readonly required: boolean;
+  readonly methods: ReadonlySet<string>;
+  readonly replayHeaders: ReadonlySet<string>;
+  readonly maxRequestBytes: number;
+  readonly maxResponseBytes: number;
+  readonly storeResponse: (status: number) => boolean;
+  readonly workflowOptions: { leaseMs?: number; retentionMs?: number };
+}
+
+const MIB = 1024 * 1024;
+
+function positiveInt(name: string, value: number | undefined, fallback: number): number {
+  if (value === undefined) return fallback;
+  if (!Number.isSafeInteger(value) || value <= 0)
+    throw new TypeError(`${name} must be a positive integer, got ${value}`);
+  return value;
+}
+
+/** @throws TypeError on a missing engine or tenant resolver, or an option out of range. */
+export function checkCommon<Req>(engine: Engine, options: CommonOptions<Req>): void {
+  if (typeof engine?.runOnce !== "function") throw new TypeError("pass the engine made by createEngine({ db })");
+  if (typeof options?.tenant !== "function") {
+    throw new TypeError(
+      "options.tenant is required: a function that returns the authenticated tenant of a request (never a client-chosen header)",
+    );
+  }
+}
+
+/** The middleware's settings with defaults applied. */
+export function wrapSettings<Req>(engine: Engine, options: IdempotencyOptions<Req>): WrapSettings {
+  checkCommon(engine, options);
+  const workflowOptions: { leaseMs?: number; retentionMs?: number } = {};
+  if (options.leaseMs !== undefined) workflowOptions.leaseMs = positiveInt("leaseMs", options.leaseMs, 0);
+  if (options.retentionMs !== undefined) {
+    workflowOptions.retentionMs = positiveInt("retentionMs", options.retentionMs, 0);
+  }
+  return Object.freeze({
+    required: options.required === true,
+    methods: new Set((options.methods ?? ["POST", "PATCH"]).map((m) => m.toUpperCase())),
+    replayHeaders: replayHeaderSet(options.replayHeaders),
+    maxRequestBytes: positiveInt("maxRequestBytes", options.maxRequestBytes, MIB),
+    maxResponseBytes: positiveInt("maxResponseBytes", options.maxResponseBytes, MIB),
+    storeResponse: options.storeResponse ?? (() => true),
+    workflowOptions,
+  });
+}

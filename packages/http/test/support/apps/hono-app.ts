@@ -1,0 +1,97 @@
+import http2 from "node:http2";
+import type { AddressInfo } from "node:net";
+import type { ServerType } from "@hono/node-server";
+import { serve } from "@hono/node-server";
+import type { Context } from "hono";
+import { Hono } from "hono";
+import type { IdempotencyVariables } from "../../../src/adapters/hono.ts";
+import { idempotency, idempotent } from "../../../src/adapters/hono.ts";
+import type { Harness, TestRequest, TestResponse } from "../routes.ts";
+import { tenantOf, testRoutes } from "../routes.ts";
+
+type AppEnv = { Variables: IdempotencyVariables };
+
+async function parsedBody(c: Context): Promise<unknown> {
+  const type = c.req.header("content-type") ?? "";
+  if (type.startsWith("application/json")) return c.req.json();
+  if (type.startsWith("application/octet-stream")) return Buffer.from(await c.req.arrayBuffer());
+  return undefined;
+}
+
+async function request(c: Context<AppEnv>): Promise<TestRequest> {
+  return { params: c.req.param() as Record<string, string>, body: await parsedBody(c), run: c.get("idempotency") };
+}
+
+function toResponse(answer: TestResponse): Response {
+  const headers = new Headers();
+  for (const [name, value] of Object.entries(answer.headers ?? {})) {
+    for (const v of typeof value === "string" ? [value] : value) headers.append(name, v);
+  }
+  let body: ConstructorParameters<typeof Response>[0] = null;
+  if (answer.json !== undefined) {
+    headers.set("content-type", "application/json");
+    body = JSON.stringify(answer.json);
+  } else if (answer.bytes !== undefined) body = new Uint8Array(answer.bytes);
+  else if (answer.text !== undefined) body = answer.text;
+  else if (answer.chunks !== undefined) {
+    const chunks = [...answer.chunks];
+    body = new ReadableStream({
+      async pull(controller) {
+        const chunk = chunks.shift();
+        if (chunk === undefined) controller.close();
+        else {
+          await new Promise((r) => setTimeout(r, 5));
+          controller.enqueue(new TextEncoder().encode(chunk));
+        }
+      },
+    });
+  }
+  return new Response(body, { status: answer.status, headers });
+}
+
+export const honoHarness: Harness = {
+  name: "hono",
+  http2: true,
+  async start(deps, options = {}) {
+    const app = new Hono<AppEnv>();
+    app.onError((_err, c) => c.json({ error: "internal" }, 500));
+    const tenant = (c: Context<AppEnv>) => tenantOf(c.req.header("authorization"));
+    for (const route of testRoutes(deps)) {
+      if (route.kind === "wrap") {
+        app.on(route.method, route.path, idempotency<AppEnv>(deps.engine, { ...route.options, tenant }), async (c) =>
+          toResponse(await route.handle(await request(c))),
+        );
+      } else {
+        app.on(
+          route.method,
+          route.path,
+          idempotent<unknown, unknown, AppEnv>(deps.engine, route.workflow, {
+            tenant,
+            input: async (c) => route.input(await request(c)),
+            ...(route.headers ? { headers: route.headers } : {}),
+          }),
+        );
+      }
+    }
+    const server = await new Promise<ServerType>((resolve) => {
+      const s = serve(
+        {
+          fetch: app.fetch,
+          port: 0,
+          hostname: "127.0.0.1",
+          ...(options.http2 ? { createServer: http2.createServer } : {}),
+        },
+        () => resolve(s),
+      );
+    });
+    const { port } = server.address() as AddressInfo;
+    return {
+      url: `http://127.0.0.1:${port}`,
+      close: () =>
+        new Promise<void>((resolve) => {
+          if ("closeAllConnections" in server) server.closeAllConnections();
+          server.close(() => resolve());
+        }),
+    };
+  },
+};

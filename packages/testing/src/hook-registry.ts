@@ -1,0 +1,45 @@
+/**
+ * One engine holds one fault hook. This registry lets several helpers
+ * (a crash, two pauses) share it: it installs a single dispatching hook
+ * while any helper is attached and removes it when the last one leaves.
+ */
+import type { Engine } from "@idempo/core";
+import type { FaultHook } from "@idempo/core/internal";
+import { setFaultHook } from "@idempo/core/internal";
+
+const attached = new WeakMap<Engine, Set<FaultHook>>();
+
+/** Attach `hook` to `engine` beside the other helpers' hooks; returns its detach function. */
+export function attachHook(engine: Engine, hook: FaultHook): () => void {
+  let hooks = attached.get(engine);
+  if (!hooks) {
+    const set = new Set<FaultHook>();
+    hooks = set;
+    attached.set(engine, set);
+    setFaultHook(engine, async (point, run) => {
+      // A snapshot: a hook that detaches itself must not skip the next one.
+      for (const h of [...set]) await h(point, run);
+    });
+  }
+  const own = hooks;
+  own.add(hook);
+  return () => {
+    own.delete(hook);
+    if (own.size === 0 && attached.get(engine) === own) {
+      attached.delete(engine);
+      setFaultHook(engine, undefined);
+    }
+  };
+}
+
+const POINT = /^(?:(?:before|after):(?:phase|step)|called:step):./s;
+
+/** Throw a TypeError naming the accepted forms when `point` is not a boundary name. */
+export function checkPoint(point: unknown): asserts point is string {
+  if (typeof point !== "string" || !POINT.test(point)) {
+    throw new TypeError(
+      `not a boundary: ${JSON.stringify(point)}; expected before:phase:<name>, after:phase:<name>, ` +
+        "before:step:<name>, called:step:<name> or after:step:<name>",
+    );
+  }
+}

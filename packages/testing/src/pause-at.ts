@@ -1,0 +1,74 @@
+import type { Engine } from "@idempo/core";
+import { attachHook, checkPoint } from "./hook-registry.js";
+
+/** Which run {@link pauseAt} stops; unset fields match any run. */
+export interface PauseFilter {
+  /** Only runs of this tenant. */
+  tenantId?: string;
+  /** Only runs of this idempotency key. */
+  key?: string;
+  /** Only this attempt (1 = the first, +1 per takeover). */
+  attempt?: number;
+}
+
+/** A run held at a boundary by {@link pauseAt}. */
+export interface Pause {
+  /** Resolves once a matching run reaches the boundary and is held there. */
+  readonly reached: Promise<void>;
+  /**
+   * Let the held run go on and stop watching; later runs pass the boundary
+   * freely. Calling it before the run arrives lets that run through at once.
+   */
+  release(): void;
+}
+
+/**
+ * Hold the first run on `engine` that reaches `point` (and matches
+ * `filter`) until `release()`: while it waits, the test can send
+ * duplicates, release or let the lease lapse, or inspect the record.
+ *
+ * The paused attempt keeps its lease alive with its heartbeat, as a slow
+ * process would; to have another attempt take over, call
+ * `engine.release(tenantId, key)` first. Several pauses (and a running
+ * `crashAtEveryBoundary`) may share one engine.
+ *
+ * @param point `before:phase:<name>`, `after:phase:<name>`, `before:step:<name>`,
+ *   `called:step:<name>` or `after:step:<name>`; see `boundariesOf`.
+ * @throws TypeError when `point` is not one of those forms.
+ *
+ * @example
+ * const pause = pauseAt(engine, 'called:step:charge')
+ * const first = engine.runOnce(checkout, { tenantId, key, input })
+ * await pause.reached
+ * await expect(engine.runOnce(checkout, { tenantId, key, input })).rejects.toThrow(IdempotencyKeyInProgressError)
+ * pause.release()
+ * expect((await first).status).toBe(201)
+ */
+export function pauseAt(engine: Engine, point: string, filter: PauseFilter = {}): Pause {
+  checkPoint(point);
+  let reach!: () => void;
+  let open!: () => void;
+  const reached = new Promise<void>((resolve) => {
+    reach = resolve;
+  });
+  const gate = new Promise<void>((resolve) => {
+    open = resolve;
+  });
+  let held = false;
+  const detach = attachHook(engine, async (p, run) => {
+    if (held || p !== point) return;
+    if (filter.tenantId !== undefined && run.tenantId !== filter.tenantId) return;
+    if (filter.key !== undefined && run.key !== filter.key) return;
+    if (filter.attempt !== undefined && run.attempt !== filter.attempt) return;
+    held = true;
+    reach();
+    await gate;
+  });
+  return {
+    reached,
+    release() {
+      detach();
+      open();
+    },
+  };
+}

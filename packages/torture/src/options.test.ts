@@ -1,0 +1,27 @@
+import { describe, expect, it } from "vitest";
+import { parseOptions } from "./options.ts";
+
+describe("pnpm torture options", () => {
+  it("runs 1 000 intents by default and 10 000 with --long", () => {
+    expect(parseOptions([]).runs).toBe(1_000);
+    expect(parseOptions(["--long"])).toMatchObject({ runs: 10_000, budgetMs: 18 * 60_000 });
+    expect(parseOptions(["--long", "--runs", "25000"]).runs).toBe(25_000);
+  });
+
+  it("owns its server unless given a URL", () => {
+    expect(parseOptions([]).databaseUrl).toBeUndefined();
+    expect(parseOptions(["--database-url", "postgres://h/db"]).databaseUrl).toBe("postgres://h/db");
+  });
+
+  it("answers --help, also behind the separator pnpm passes on", () => {
+    expect(parseOptions(["--help"]).help).toBe(true);
+    expect(parseOptions(["--", "--help"]).help).toBe(true);
+    expect(parseOptions([]).help).toBe(false);
+  });
+
+  it("refuses what it cannot use", () => {
+    expect(() => parseOptions(["--runs", "0"])).toThrow("--runs must be a positive integer");
+    expect(() => parseOptions(["--lease-ms", "1.5"])).toThrow("--lease-ms");
+    expect(() => parseOptions(["--fast"])).toThrow();
+  });
+});

@@ -1,0 +1,77 @@
+/**
+ * The command line of `pnpm torture`: a standard run by default, `--long`
+ * for the 10 000-run version, and knobs for everything else.
+ */
+import { parseArgs } from "node:util";
+
+export interface CliOptions {
+  /** `--help`: print the usage and do nothing else. */
+  readonly help: boolean;
+  readonly runs: number;
+  readonly workers: number;
+  readonly slots: number;
+  readonly leaseMs: number;
+  readonly chaosIntervalMs: number;
+  readonly budgetMs: number;
+  readonly seed: number;
+  /** Use this server (never restarted) instead of starting one of our own. */
+  readonly databaseUrl: string | undefined;
+  readonly keepDatabase: boolean;
+}
+
+export const USAGE = `usage: pnpm torture [--help] [--long] [--runs N] [--workers N] [--slots N] [--lease-ms MS]
+                    [--chaos-interval-ms MS] [--budget-minutes M] [--seed N] [--database-url URL] [--keep-database]
+
+  --long               10 000 runs (Default: 1 000)
+  --runs N             intents to run; overrides --long
+  --workers N          worker processes (Default: 4)
+  --slots N            calls each worker serves at once (Default: 8)
+  --lease-ms MS        lease of every run (Default: 1 500)
+  --chaos-interval-ms  mean pause between two faults (Default: 400)
+  --budget-minutes M   stop minting intents after M minutes and finish (Default: 18 with --long, else 10)
+  --seed N             seed of the driver's choices (Default: random, printed)
+  --database-url URL   run on this server (a new database on it) instead of a throwaway server of
+                       our own; the server is then never restarted
+  --keep-database      keep the run's database even when every check passed`;
+
+function positive(name: string, value: string | undefined, fallback: number): number {
+  if (value === undefined) return fallback;
+  const n = Number(value);
+  if (!Number.isSafeInteger(n) || n <= 0) throw new Error(`--${name} must be a positive integer, got ${value}`);
+  return n;
+}
+
+/** Parse `argv` (without node and the script). @throws Error with a message for the user. */
+export function parseOptions(argv: readonly string[]): CliOptions {
+  const { values } = parseArgs({
+    // `pnpm torture -- --help` hands the separator on; flags `pnpm` would take for itself need it.
+    args: argv[0] === "--" ? argv.slice(1) : [...argv],
+    options: {
+      help: { type: "boolean", short: "h", default: false },
+      long: { type: "boolean", default: false },
+      runs: { type: "string" },
+      workers: { type: "string" },
+      slots: { type: "string" },
+      "lease-ms": { type: "string" },
+      "chaos-interval-ms": { type: "string" },
+      "budget-minutes": { type: "string" },
+      seed: { type: "string" },
+      "database-url": { type: "string" },
+      "keep-database": { type: "boolean", default: false },
+    },
+    strict: true,
+  });
+  const long = values.long === true;
+  return {
+    help: values.help === true,
+    runs: positive("runs", values.runs, long ? 10_000 : 1_000),
+    workers: positive("workers", values.workers, 4),
+    slots: positive("slots", values.slots, 8),
+    leaseMs: positive("lease-ms", values["lease-ms"], 1_500),
+    chaosIntervalMs: positive("chaos-interval-ms", values["chaos-interval-ms"], 400),
+    budgetMs: positive("budget-minutes", values["budget-minutes"], long ? 18 : 10) * 60_000,
+    seed: positive("seed", values.seed, 1 + Math.floor(Math.random() * 2 ** 31)),
+    databaseUrl: values["database-url"],
+    keepDatabase: values["keep-database"] === true,
+  };
+}

@@ -1,0 +1,46 @@
+import { describe, expect, it } from "vitest";
+import type { Report } from "./report.ts";
+import { passed, summaryLine } from "./report.ts";
+
+const report: Report = {
+  runs: 10_000,
+  target: 10_000,
+  kills: 212,
+  takeovers: 1_290,
+  fenced: 37,
+  refusedByConstraint: 4,
+  duplicatesSeen: 8_123,
+  duplicateEffects: 0,
+  lostIntents: 0,
+  otherViolations: 0,
+  chaos: { killsSent: 120, killsArmed: 100, terminated: 180, pauses: 41, storms: 60, restarts: 1 },
+  resumedAtEnd: 52,
+  retriedAtEnd: 3,
+  providerCalls: 0,
+  providerOperations: 0,
+  deliveries: 0,
+  messages: 0,
+  clientErrors: { inProgress: 0, leaseLost: 0, unavailable: 0, providerUnavailable: 0 },
+  unexpected: [],
+  problems: [],
+  seconds: 612,
+  database: "idempo_torture_x",
+};
+
+describe("the summary line", () => {
+  it("names every figure the docs quote, in order", () => {
+    expect(summaryLine(report)).toBe(
+      "torture: runs 10000, kills 212, takeovers 1290, zombie writes fenced 37, duplicates seen by clients 8123, " +
+        "duplicate effects 0, lost intents 0 (other violations 0; backends terminated 180, pauses 41, storms 60, " +
+        "server restarts 1, resumed at end 52, 612 s)",
+    );
+  });
+
+  it("passes only with nothing duplicated, lost or broken, and every run made", () => {
+    expect(passed(report)).toBe(true);
+    expect(passed({ ...report, duplicateEffects: 1 })).toBe(false);
+    expect(passed({ ...report, lostIntents: 1 })).toBe(false);
+    expect(passed({ ...report, otherViolations: 1 })).toBe(false);
+    expect(passed({ ...report, runs: 9_999 })).toBe(false);
+  });
+});

@@ -1,5 +1,4 @@
 import type { Kysely } from "kysely";
-import { ulid } from "ulid";
 import {
   DatabaseUnavailableError,
   IdempoError,
@@ -9,6 +8,7 @@ import {
   WorkflowDefinitionError,
   WorkflowUsageError,
 } from "../errors.js";
+import { newId } from "../ids.js";
 import { requestFingerprint } from "../json/fingerprint.js";
 import type { JsonObject, JsonValue } from "../json/json-value.js";
 import { assertValidKey } from "../keys/key-validation.js";
@@ -218,14 +218,14 @@ export function createEngine<DB>(options: EngineOptions<DB>): Engine {
       const fresh: NewRun = {
         tenantId,
         key,
-        runId: ulid(),
+        runId: newId(),
         workflow: def.name,
         outline: def.outline,
         definitionHash: def.hash,
         fingerprint,
         input: JSON.stringify(json),
         parsedInputHash: parsedHash,
-        ownerToken: ulid(),
+        ownerToken: newId(),
         leaseMs: runLease,
         retentionMs: def.options.retentionMs ?? retentionMs,
       };
@@ -264,7 +264,7 @@ export function createEngine<DB>(options: EngineOptions<DB>): Engine {
         } as RunResult<B>;
       }
       if (found.leaseRemainingMs > 0) throw new IdempotencyKeyInProgressError(tenantId, key, found.leaseRemainingMs);
-      const ownerToken = ulid();
+      const ownerToken = newId();
       const taken = await takeOverExpiredLease(db, tables, {
         tenantId,
         key,
@@ -304,7 +304,7 @@ export function createEngine<DB>(options: EngineOptions<DB>): Engine {
     for (const stale of await selectStaleRuns(db, tables, [...byName.keys()], limit)) {
       const def = byName.get(stale.workflow) as Definition;
       const runLease = def.options.leaseMs ?? leaseMs;
-      const ownerToken = ulid();
+      const ownerToken = newId();
       try {
         const taken = await takeOverExpiredLease(db, tables, {
           ...stale,

@@ -1,5 +1,5 @@
-import { ulid } from "ulid";
 import { LeaseLostError, UnstorableValueError, WorkflowUsageError } from "../errors.js";
+import { newId } from "../ids.js";
 import { toJsonValue } from "../json/json-value.js";
 import { deriveDeliveryKey } from "../keys/derived-key.js";
 import { assertValidKey } from "../keys/key-validation.js";
@@ -25,7 +25,7 @@ export function phaseOutbox(deps: ExecutorDeps, plan: Plan, phase: string, tx: E
         tenantId,
         key,
         runId,
-        messageId: ulid(),
+        messageId: newId(),
         topic,
         payload: JSON.stringify(converted.value),
         deliveryKey,

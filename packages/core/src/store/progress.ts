@@ -4,7 +4,7 @@
  * from the affected-row count of that very statement.
  */
 import { sql } from "kysely";
-import { ulid } from "ulid";
+import { newId } from "../ids.js";
 import type { Executor, Ownership, StoredResponse, Tables } from "./run-store.js";
 import { leaseInterval } from "./run-store.js";
 
@@ -62,7 +62,7 @@ export async function commitPhase(tx: Executor, t: Tables, own: Ownership, adv: 
       RETURNING 1
     ), logged AS (
       INSERT INTO ${t.history} (tenant_id, key, run_id, entry_id, kind, name, attempt, outcome, started_at, finished_at)
-      SELECT ${own.tenantId}, ${own.key}, ${own.runId}, ${ulid()}, 'phase', ${adv.name}, ${adv.attempt},
+      SELECT ${own.tenantId}, ${own.key}, ${own.runId}, ${newId()}, 'phase', ${adv.name}, ${adv.attempt},
              'succeeded', now(), clock_timestamp()
       FROM advanced
     )
@@ -90,7 +90,7 @@ export async function recordStepStarted(
   own: Ownership,
   step: StepStart,
 ): Promise<{ entryId: string; priorStarts: number } | null> {
-  const entryId = ulid();
+  const entryId = newId();
   const { rows } = await sql<{ owned: number; prior_starts: number }>`
     WITH owner AS (
       SELECT 1 FROM ${t.runs}
@@ -194,7 +194,7 @@ export async function recordFailure(
   }
   await sql`
     INSERT INTO ${t.history} (tenant_id, key, run_id, entry_id, kind, name, attempt, outcome, error, started_at, finished_at)
-    SELECT ${own.tenantId}, ${own.key}, ${own.runId}, ${ulid()}, ${failure.kind}, ${failure.name}, ${failure.attempt},
+    SELECT ${own.tenantId}, ${own.key}, ${own.runId}, ${newId()}, ${failure.kind}, ${failure.name}, ${failure.attempt},
            'failed', ${storableText(failure.error)}, clock_timestamp(), clock_timestamp()
     FROM ${t.runs}
     WHERE tenant_id = ${own.tenantId} AND key = ${own.key} AND owner_token = ${own.ownerToken}

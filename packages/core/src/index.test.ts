@@ -19,6 +19,7 @@ describe("public exports", () => {
       "WorkflowUsageError",
       "createEngine",
       "deriveStepKey",
+      "withPreparedStatements",
       "workflow",
     ]);
   });

@@ -15,7 +15,8 @@ beforeAll(() => {
   db = new Kysely({
     dialect: new PostgresDialect({ pool: new pg.Pool({ connectionString: t.url, max: 4 }) }),
     log: (event) => {
-      statements.push(event.query.sql.trim().split(/\s+/)[0]?.toLowerCase() ?? "");
+      const text = event.query.sql.replace(/^\s*\/\*.*?\*\/\s*/s, "").trim();
+      statements.push(text.split(/\s+/)[0]?.toLowerCase() ?? "");
     },
   });
 });

@@ -53,7 +53,7 @@ interface ClaimRow {
  * was taken it is invisible here, and the caller simply asks again.
  */
 export async function claimNewKey(db: Executor, t: Tables, run: NewRun): Promise<ClaimResult> {
-  const { rows } = await sql<ClaimRow>`
+  const { rows } = await sql<ClaimRow>`/* idempo:claim */
     WITH inserted AS (
       INSERT INTO ${t.runs} (tenant_id, key, run_id, workflow, definition, definition_hash, fingerprint,
                              input, parsed_input_hash, status, owner_token, locked_until, attempt, retention_ms)
@@ -103,7 +103,7 @@ export async function claimNewKey(db: Executor, t: Tables, run: NewRun): Promise
  * the same statement.
  */
 export async function reclaimExpiredKey(db: Executor, t: Tables, run: NewRun): Promise<boolean> {
-  const { rows } = await sql<{ n: number }>`
+  const { rows } = await sql<{ n: number }>`/* idempo:reclaim */
     WITH reset AS (
       UPDATE ${t.runs}
       SET run_id = ${run.runId}, workflow = ${run.workflow}, definition = ${JSON.stringify(run.outline)}::json,
@@ -160,7 +160,7 @@ interface TakeoverRow {
  * the renewal is fenced on.
  */
 export async function takeOverExpiredLease(db: Executor, t: Tables, req: TakeoverRequest): Promise<TakenRun | null> {
-  const { rows } = await sql<TakeoverRow>`
+  const { rows } = await sql<TakeoverRow>`/* idempo:takeover */
     UPDATE ${t.runs}
     SET owner_token = ${req.ownerToken}, locked_until = clock_timestamp() + ${leaseInterval(req.leaseMs)},
         attempt = attempt + 1, updated_at = clock_timestamp()

@@ -52,7 +52,7 @@ export interface Advance {
  * @returns false when the attempt no longer owns the key.
  */
 export async function commitPhase(tx: Executor, t: Tables, own: Ownership, adv: Advance): Promise<boolean> {
-  const { rows } = await sql<{ n: number }>`
+  const { rows } = await sql<{ n: number }>`/* idempo:commit_phase */
     WITH advanced AS (
       UPDATE ${t.runs}
       SET recovery_point = ${adv.name}, state = ${adv.state}::json, updated_at = clock_timestamp(),
@@ -91,7 +91,7 @@ export async function recordStepStarted(
   step: StepStart,
 ): Promise<{ entryId: string; priorStarts: number } | null> {
   const entryId = newId();
-  const { rows } = await sql<{ owned: number; prior_starts: number }>`
+  const { rows } = await sql<{ owned: number; prior_starts: number }>`/* idempo:step_started */
     WITH owner AS (
       SELECT 1 FROM ${t.runs}
       WHERE tenant_id = ${own.tenantId} AND key = ${own.key} AND owner_token = ${own.ownerToken} AND status = 'in_flight'
@@ -136,7 +136,7 @@ export async function recordStepResult(
   outcome: "succeeded" | "reconciled",
   adv: Advance,
 ): Promise<boolean> {
-  const { rows } = await sql<{ n: number }>`
+  const { rows } = await sql<{ n: number }>`/* idempo:step_result */
     WITH advanced AS (
       UPDATE ${t.runs}
       SET recovery_point = ${adv.name}, state = ${adv.state}::json, updated_at = clock_timestamp(),
@@ -162,7 +162,7 @@ export async function recordStepResult(
  * @returns false when the attempt no longer owns the key.
  */
 export async function completeRun(db: Executor, t: Tables, own: Ownership, response: StoredResponse): Promise<boolean> {
-  const { rows } = await sql<{ n: number }>`
+  const { rows } = await sql<{ n: number }>`/* idempo:complete */
     UPDATE ${t.runs}
     SET updated_at = clock_timestamp(), ${completion(response)}
     WHERE tenant_id = ${own.tenantId} AND key = ${own.key}
@@ -231,7 +231,7 @@ export async function deleteClaim(db: Executor, t: Tables, own: Ownership): Prom
  * @returns false when the attempt no longer owns the key.
  */
 export async function renewLease(db: Executor, t: Tables, own: Ownership, leaseMs: number): Promise<boolean> {
-  const { rows } = await sql`
+  const { rows } = await sql`/* idempo:renew */
     UPDATE ${t.runs} SET locked_until = clock_timestamp() + ${leaseInterval(leaseMs)}
     WHERE tenant_id = ${own.tenantId} AND key = ${own.key} AND owner_token = ${own.ownerToken} AND status = 'in_flight'
     RETURNING 1

@@ -6,6 +6,7 @@
  */
 import { randomUUID } from "node:crypto";
 import type { Engine, Workflow } from "@idempo/core";
+import { InputValidationError } from "@idempo/core";
 import { parseIdempotencyKey } from "../header/idempotency-key.js";
 import { IdempotencyKeyMissingError } from "../problem/errors.js";
 import { isIdempoError, problemReply } from "../problem/problem.js";
@@ -60,6 +61,22 @@ export function workflowRoute<Req, In, B>(
   return { engine, workflow: wf, options };
 }
 
+/**
+ * Build the workflow's input; a builder that throws (typically `JSON.parse`
+ * on a malformed body) means the request was bad: 400, not 500.
+ */
+async function readInput<In>(request: WorkflowRequest<In>): Promise<In> {
+  try {
+    return await request.input();
+  } catch (error) {
+    if (isIdempoError(error)) throw error;
+    const message = error instanceof Error ? error.message : String(error);
+    throw new InputValidationError([{ path: "$", message: `the request could not be read as input: ${message}` }], {
+      cause: error,
+    });
+  }
+}
+
 /** Run the workflow for one request and turn the outcome (or an idempo error) into a reply. */
 export async function runWorkflowRoute<Req, In, B>(
   route: WorkflowRoute<Req, In, B>,
@@ -72,7 +89,7 @@ export async function runWorkflowRoute<Req, In, B>(
       key = `auto-${randomUUID()}`;
     }
     const tenantId = await request.tenant();
-    const input = await request.input();
+    const input = await readInput(request);
     const result = await route.engine.runOnce(route.workflow, { tenantId, key, input });
     const headers: Record<string, string> = {};
     const extra = route.options.headers?.({ status: result.status, body: result.body }) ?? {};

@@ -1,0 +1,164 @@
+/**
+ * The cells of the table: one operation at one concurrency. Raw cells send
+ * SQL through node-pg; engine cells call `runOnce`; every operation checks
+ * its own outcome, so a cell that silently does less cannot look fast.
+ */
+import type { Engine } from "@idempo/core";
+import { IdempotencyKeyInProgressError } from "@idempo/core";
+import type pg from "pg";
+import type { DbosBench } from "./dbos.js";
+import type { Operation } from "./measure.js";
+import type { Replica } from "./replica.js";
+import { sendReplica } from "./replica.js";
+import type { PgBench } from "./setup.js";
+import { BUSY_KEYS, REPLAY_KEYS } from "./setup.js";
+import { BARE_INSERT, INPUT, newKey, orderOnce, TENANT, threeItems } from "./workload.js";
+
+export type Path =
+  | "bare-insert"
+  | "bare-txn"
+  | "new-key"
+  | "replay"
+  | "conflict"
+  | "three"
+  | "dbos-three"
+  | "dbos-replay";
+
+export interface Cell {
+  /** Stable id, `<system>:<path>:<concurrency>`, used by the targets. */
+  readonly id: string;
+  readonly system: "raw" | "raw-unnamed" | "idempo" | "idempo-named" | "idempo-pglite" | "dbos";
+  readonly path: Path;
+  readonly concurrency: number;
+  /** Statements per operation, BEGIN and COMMIT included (raw and idempo cells). */
+  readonly statements?: number;
+  readonly op: Operation;
+}
+
+const pick = (n: number) => 1 + Math.floor(Math.random() * n);
+const replayKey = () => `rk-${pick(REPLAY_KEYS)}`;
+const busyKey = () => `bk-${pick(BUSY_KEYS)}`;
+
+function bareInsert(pool: pg.Pool): Operation {
+  return async () => {
+    await pool.query({ ...BARE_INSERT, values: [newKey(), TENANT, INPUT.cartId, INPUT.amountCents] });
+  };
+}
+
+function bareTransaction(pool: pg.Pool): Operation {
+  return async () => {
+    const client = await pool.connect();
+    try {
+      await client.query("begin");
+      await client.query({ ...BARE_INSERT, values: [newKey(), TENANT, INPUT.cartId, INPUT.amountCents] });
+      await client.query("commit");
+    } catch (error) {
+      await client.query("rollback").catch(() => undefined);
+      throw error;
+    } finally {
+      client.release();
+    }
+  };
+}
+
+/** The raw cells: the bare business write, and each runOnce path's own SQL. */
+export function rawCells(bench: PgBench, concurrency: number, named: boolean): Cell[] {
+  const pool = bench.pool(concurrency);
+  const system = named ? "raw" : "raw-unnamed";
+  const replica = (path: Path, r: Replica, key: () => string): Cell => ({
+    id: `${system}:${path}:${concurrency}`,
+    system,
+    path,
+    concurrency,
+    statements: r.statements.length,
+    op: () => sendReplica(pool, r, key(), named),
+  });
+  const cells: Cell[] = [
+    replica("new-key", bench.replicas.newKey, newKey),
+    replica("replay", bench.replicas.replay, replayKey),
+    replica("conflict", bench.replicas.conflict, busyKey),
+    replica("three", bench.replicas.three, newKey),
+  ];
+  if (!named) return cells;
+  return [
+    {
+      id: `raw:bare-insert:${concurrency}`,
+      system,
+      path: "bare-insert",
+      concurrency,
+      statements: 1,
+      op: bareInsert(pool),
+    },
+    {
+      id: `raw:bare-txn:${concurrency}`,
+      system,
+      path: "bare-txn",
+      concurrency,
+      statements: 3,
+      op: bareTransaction(pool),
+    },
+    ...cells,
+  ];
+}
+
+/** The runOnce paths through an engine; `system` names the database it runs on. */
+export function engineCells(
+  engine: Engine,
+  replicas: PgBench["replicas"],
+  concurrency: number,
+  system: "idempo" | "idempo-named" | "idempo-pglite" = "idempo",
+): Cell[] {
+  const newKeyOp: Operation = async () => {
+    const res = await engine.runOnce(orderOnce, { tenantId: TENANT, key: newKey(), input: INPUT });
+    if (res.status !== 201 || res.replayed) throw new Error(`new key answered ${res.status}`);
+  };
+  const cell = (path: Path, r: Replica, op: Operation): Cell => ({
+    id: `${system}:${path}:${concurrency}`,
+    system,
+    path,
+    concurrency,
+    statements: r.statements.length,
+    op,
+  });
+  if (system === "idempo-pglite") return [cell("new-key", replicas.newKey, newKeyOp)];
+  return [
+    cell("new-key", replicas.newKey, newKeyOp),
+    cell("replay", replicas.replay, async () => {
+      const res = await engine.runOnce(orderOnce, { tenantId: "replay", key: replayKey(), input: INPUT });
+      if (!res.replayed) throw new Error("replay ran the workflow again");
+    }),
+    cell("conflict", replicas.conflict, async () => {
+      try {
+        await engine.runOnce(orderOnce, { tenantId: "busy", key: busyKey(), input: INPUT });
+      } catch (error) {
+        if (error instanceof IdempotencyKeyInProgressError) return;
+        throw error;
+      }
+      throw new Error("a key under a valid lease was not refused");
+    }),
+    cell("three", replicas.three, async () => {
+      const res = await engine.runOnce(threeItems, { tenantId: TENANT, key: newKey(), input: INPUT });
+      if (res.status !== 201) throw new Error(`phase/step/phase answered ${res.status}`);
+    }),
+  ];
+}
+
+/** DBOS: new three-step workflows, and replays of `completed` workflow IDs. */
+export function dbosCells(dbos: DbosBench, completed: readonly string[], concurrency: number): Cell[] {
+  return [
+    {
+      id: `dbos:dbos-three:${concurrency}`,
+      system: "dbos",
+      path: "dbos-three",
+      concurrency,
+      op: () => dbos.newWorkflow().then(() => undefined),
+    },
+    {
+      id: `dbos:dbos-replay:${concurrency}`,
+      system: "dbos",
+      path: "dbos-replay",
+      concurrency,
+      op: () => dbos.replay(completed[Math.floor(Math.random() * completed.length)] as string),
+    },
+  ];
+}

@@ -1,0 +1,226 @@
+/**
+ * `pnpm bench`: every cell in one run on one machine, in rounds. Each round
+ * runs every cell back to back (the order rotated per round), so ratios are
+ * taken within a round and the median over rounds is reported.
+ *
+ * Environment:
+ * - DATABASE_URL  a server on this machine (Default: postgres://postgres:postgres@127.0.0.1:5432/postgres).
+ *                 A scratch database and a DBOS system database are created there and dropped at the end.
+ * - BENCH_ROUNDS  rounds per cell (Default: 3).
+ * - BENCH_SECONDS measured seconds per cell and round (Default: 2).
+ */
+import { readFileSync } from "node:fs";
+import os from "node:os";
+import { PGlite } from "@electric-sql/pglite";
+import { createEngine } from "@idempo/core";
+import { createDatabase, dropDatabase, uniqueName, withDatabase } from "@idempo/testkit";
+import { Kysely, sql } from "kysely";
+import { PGliteDialect } from "kysely-pglite-dialect";
+import type { Cell } from "./cells.js";
+import { dbosCells, engineCells, rawCells } from "./cells.js";
+import type { DbosBench } from "./dbos.js";
+import { launchDbos } from "./dbos.js";
+import { measureIdCost } from "./id-cost.js";
+import type { RoundResult } from "./measure.js";
+import { runLoad } from "./measure.js";
+import { cellTable, gapTable, sweepTable, targetTable } from "./report.js";
+import type { PgBench } from "./setup.js";
+import { preparePostgres } from "./setup.js";
+import type { SweepRound } from "./sweeper.js";
+import { EXPIRED_ROWS, sweeperRound } from "./sweeper.js";
+import { ORDERS_DDL, TENANT } from "./workload.js";
+
+const ROUNDS = positive("BENCH_ROUNDS", 3);
+const SECONDS = positive("BENCH_SECONDS", 2);
+const WARMUP_MS = 250;
+const DBOS_SEED_WORKFLOWS = 400;
+
+function positive(name: string, fallback: number): number {
+  const raw = process.env[name];
+  if (raw === undefined || raw === "") return fallback;
+  const value = Number(raw);
+  if (!Number.isFinite(value) || value <= 0) throw new Error(`${name} must be a positive number, got '${raw}'`);
+  return value;
+}
+
+const log = (line: string) => process.stderr.write(`${line}\n`);
+
+function serverUrl(): string {
+  const url = process.env.DATABASE_URL ?? "postgres://postgres:postgres@127.0.0.1:5432/postgres";
+  const host = new URL(url).hostname;
+  if (!["127.0.0.1", "localhost", "[::1]", "::1"].includes(host)) {
+    // The ratios assume client and server share this machine and its loopback.
+    throw new Error(`DATABASE_URL must point at this machine (127.0.0.1), not ${host}`);
+  }
+  return url;
+}
+
+function pins(): string {
+  const manifest = JSON.parse(readFileSync(new URL("../package.json", import.meta.url), "utf8")) as {
+    dependencies: Record<string, string>;
+  };
+  const d = manifest.dependencies;
+  return `pg ${d.pg}, kysely ${d.kysely}, @dbos-inc/dbos-sdk ${d["@dbos-inc/dbos-sdk"]}, @electric-sql/pglite ${d["@electric-sql/pglite"]}`;
+}
+
+async function machine(bench: PgBench): Promise<string> {
+  const setting = async (name: string) =>
+    (await bench.admin.query<{ v: string }>(`SELECT current_setting($1) AS v`, [name])).rows[0]?.v ?? "?";
+  const cpus = os.cpus();
+  const pgSettings = await Promise.all(
+    ["server_version", "shared_buffers", "synchronous_commit", "fsync", "max_connections"].map(
+      async (s) => `${s}=${await setting(s)}`,
+    ),
+  );
+  return [
+    `run on ${new Date().toISOString().slice(0, 10)}`,
+    `machine: ${cpus.length} × ${cpus[0]?.model ?? "unknown CPU"}, ${(os.totalmem() / 2 ** 30).toFixed(0)} GiB RAM, ${os.type()} ${os.arch()}`,
+    `node ${process.version}; ${pins()}`,
+    `postgres: ${pgSettings.join(", ")} (loopback, same machine)`,
+    `load average at start: ${os
+      .loadavg()
+      .map((l) => l.toFixed(2))
+      .join(" ")}`,
+    `rounds: ${ROUNDS} × ${SECONDS} s per cell (+${WARMUP_MS} ms warm-up); medians over rounds`,
+  ].join("\n");
+}
+
+interface PgliteBench {
+  readonly db: Kysely<unknown>;
+  readonly cells: Cell[];
+}
+
+async function preparePglite(bench: PgBench): Promise<PgliteBench> {
+  const db = new Kysely<unknown>({ dialect: new PGliteDialect(await PGlite.create()) });
+  const engine = createEngine({ db });
+  await engine.migrate();
+  await sql.raw(ORDERS_DDL).execute(db);
+  const cells = [1, 16].flatMap((c) => engineCells(engine, bench.replicas, c, "idempo-pglite"));
+  return { db, cells };
+}
+
+async function seedDbos(dbos: DbosBench): Promise<string[]> {
+  const ids: string[] = [];
+  await Promise.all(
+    Array.from({ length: 16 }, async () => {
+      while (ids.length < DBOS_SEED_WORKFLOWS) ids.push(await dbos.newWorkflow());
+    }),
+  );
+  return ids;
+}
+
+function rotated<T>(items: readonly T[], round: number): T[] {
+  const shift = (round * Math.ceil(items.length / ROUNDS)) % items.length;
+  return [...items.slice(shift), ...items.slice(0, shift)];
+}
+
+async function runRounds(cells: readonly Cell[]): Promise<Map<string, RoundResult[]>> {
+  const results = new Map<string, RoundResult[]>(cells.map((c) => [c.id, []]));
+  for (let round = 0; round < ROUNDS; round++) {
+    for (const cell of rotated(cells, round)) {
+      const r = await runLoad(cell.op, {
+        concurrency: cell.concurrency,
+        durationMs: SECONDS * 1000,
+        warmupMs: WARMUP_MS,
+      });
+      results.get(cell.id)?.push(r);
+      log(
+        `round ${round + 1}/${ROUNDS}  ${cell.id.padEnd(28)} ${r.opsPerSec.toFixed(0).padStart(6)} ops/s  p50 ${r.p50Ms.toFixed(2)} ms  p99 ${r.p99Ms.toFixed(2)} ms${r.errors ? `  ERRORS ${r.errors}: ${String(r.firstError)}` : ""}`,
+      );
+    }
+  }
+  return results;
+}
+
+async function main(): Promise<number> {
+  const server = serverUrl();
+  const name = uniqueName("idempo_bench");
+  const dbosName = `${name}_dbos`;
+  const url = await createDatabase(server, name);
+  // Ctrl-C mid-run still leaves no scratch database behind.
+  const interrupted = () => {
+    log("interrupted; dropping the scratch databases");
+    void Promise.allSettled([dropDatabase(server, name), dropDatabase(server, dbosName)]).then(() => process.exit(130));
+  };
+  process.once("SIGINT", interrupted);
+  process.once("SIGTERM", interrupted);
+  let bench: PgBench | undefined;
+  let pglite: PgliteBench | undefined;
+  let dbos: DbosBench | undefined;
+  try {
+    log(`scratch databases ${name} and ${dbosName}`);
+    bench = await preparePostgres(url);
+    const header = await machine(bench);
+    log("starting PGlite and DBOS");
+    pglite = await preparePglite(bench);
+    dbos = await launchDbos(withDatabase(server, dbosName), 16);
+    const dbosIds = await seedDbos(dbos);
+
+    const cells: Cell[] = [
+      ...rawCells(bench, 1, true),
+      ...engineCells(bench.engine(1), bench.replicas, 1),
+      ...rawCells(bench, 16, true),
+      ...rawCells(bench, 16, false),
+      ...engineCells(bench.engine(16), bench.replicas, 16),
+      ...engineCells(bench.engine(16, true), bench.replicas, 16, "idempo-named"),
+      ...pglite.cells,
+      ...dbosCells(dbos, dbosIds, 16),
+    ];
+    const results = await runRounds(cells);
+
+    const hotPath = cells.find((c) => c.id === "idempo:new-key:16");
+    if (!hotPath) throw new Error("no idempo new-key cell at 16 clients");
+    const sweeps: SweepRound[] = [];
+    for (let round = 0; round < ROUNDS; round++) {
+      const s = await sweeperRound(bench, round, hotPath.op, 16, SECONDS * 1000);
+      sweeps.push(s);
+      log(`sweeper round ${round + 1}/${ROUNDS}: ${s.deleted} rows in ${(s.sweepMs / 1000).toFixed(1)} s`);
+    }
+
+    const left = await bench.admin.query<{ n: number }>(
+      "SELECT count(*)::int AS n FROM idempo.runs WHERE tenant_id = $1 AND status = 'in_flight'",
+      [TENANT],
+    );
+    const errors = [...results.values()].flat().reduce((n, r) => n + r.errors, 0);
+    const targets = targetTable(results, sweeps);
+    console.log(
+      `\n${header}\nload average at end: ${os
+        .loadavg()
+        .map((l) => l.toFixed(2))
+        .join(" ")}\n`,
+    );
+    console.log(`${cellTable(cells, results)}\n`);
+    console.log(`Targets (16 clients unless stated):\n\n${targets.text}\n`);
+    console.log(`Where the gap to the engine's own SQL goes:\n\n${gapTable(results)}\n`);
+    const ids = measureIdCost();
+    console.log(
+      `Id minting (runOnce mints 2 ULIDs on replay and 409, 3 on a one-phase new key, 5 on phase/step/phase): ` +
+        `ulid() ${ids.defaultUs.toFixed(1)} µs per id with the default generator, ` +
+        `${ids.pooledUs.toFixed(1)} µs with a pooled random buffer.\n`,
+    );
+    console.log(`Sweeper (${EXPIRED_ROWS} expired rows, hot path = new key at 16 clients):\n\n${sweepTable(sweeps)}\n`);
+    console.log(
+      `${targets.missed === 0 ? "all targets met" : `${targets.missed} target(s) missed`}; errors: ${errors}`,
+    );
+    if ((left.rows[0]?.n ?? 0) > 0) {
+      console.log(`warning: ${left.rows[0]?.n} new-key runs were left in flight`);
+      return 1;
+    }
+    return errors > 0 ? 1 : 0;
+  } finally {
+    await dbos?.shutdown().catch((e: unknown) => log(`DBOS shutdown: ${String(e)}`));
+    await pglite?.db.destroy().catch(() => undefined);
+    await bench?.close().catch(() => undefined);
+    await dropDatabase(server, name);
+    await dropDatabase(server, dbosName);
+    log(`dropped ${name} and ${dbosName}`);
+  }
+}
+
+main().then(
+  (code) => process.exit(code),
+  (error: unknown) => {
+    console.error(error);
+    process.exit(1);
+  },
+);

@@ -1,0 +1,224 @@
+/**
+ * The printed result: one table of every cell (medians over rounds), the
+ * targets as ratios computed per round and then their median, and where
+ * the gap between the engine and its own SQL goes.
+ */
+import type { Cell, Path } from "./cells.js";
+import type { RoundResult } from "./measure.js";
+import { median } from "./measure.js";
+import type { SweepRound } from "./sweeper.js";
+
+export type Results = ReadonlyMap<string, readonly RoundResult[]>;
+
+const SYSTEMS: Record<Cell["system"], string> = {
+  raw: "node-pg, named statements",
+  "raw-unnamed": "node-pg, unnamed statements",
+  idempo: "idempo runOnce (pg)",
+  "idempo-named": "idempo runOnce (pg, withPreparedStatements)",
+  "idempo-pglite": "idempo runOnce (PGlite, in-process)",
+  dbos: "DBOS Transact",
+};
+
+const PATHS: Record<Path, string> = {
+  "bare-insert": "bare INSERT (autocommit)",
+  "bare-txn": "bare BEGIN; INSERT; COMMIT",
+  "new-key": "new key, one phase (business INSERT)",
+  replay: "replay of a completed key",
+  conflict: "conflict (409, key in flight)",
+  three: "phase / step / phase, new key",
+  "dbos-three": "3 no-op steps, new workflow ID",
+  "dbos-replay": "replay (same workflow ID)",
+};
+
+/** A Markdown table, padded so it also reads in a terminal. */
+function table(headers: readonly string[], rows: readonly (readonly string[])[]): string {
+  const widths = headers.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] ?? "").length)));
+  const line = (cells: readonly string[]) => `| ${cells.map((c, i) => c.padEnd(widths[i] ?? 0)).join(" | ")} |`;
+  return [line(headers), `|${widths.map((w) => "-".repeat(w + 2)).join("|")}|`, ...rows.map(line)].join("\n");
+}
+
+const fmt = (n: number, digits = 0) => (Number.isFinite(n) ? n.toFixed(digits) : "–");
+const ms = (n: number) => fmt(n, n < 10 ? 2 : 1);
+
+function stat(rounds: readonly RoundResult[], pick: (r: RoundResult) => number) {
+  const values = rounds.map(pick);
+  return { median: median(values), min: Math.min(...values), max: Math.max(...values) };
+}
+
+export function cellTable(cells: readonly Cell[], results: Results): string {
+  const rows = cells.map((cell) => {
+    const rounds = results.get(cell.id) ?? [];
+    const ops = stat(rounds, (r) => r.opsPerSec);
+    return [
+      SYSTEMS[cell.system],
+      PATHS[cell.path],
+      String(cell.concurrency),
+      cell.statements === undefined ? "–" : String(cell.statements),
+      fmt(ops.median),
+      `${fmt(ops.min)}–${fmt(ops.max)}`,
+      ms(stat(rounds, (r) => r.p50Ms).median),
+      ms(stat(rounds, (r) => r.p99Ms).median),
+      fmt(stat(rounds, (r) => r.cpuUsPerOp).median),
+    ];
+  });
+  return table(
+    ["system", "path", "clients", "stmts", "ops/s", "ops/s min–max", "p50 ms", "p99 ms", "client CPU µs/op"],
+    rows,
+  );
+}
+
+interface Ratio {
+  readonly median: number;
+  readonly min: number;
+  readonly max: number;
+}
+
+/** `num ÷ den` per round (rounds are back to back, so drift cancels), then the median. */
+function ratio(results: Results, num: string, den: string, metric: (r: RoundResult) => number): Ratio {
+  const a = results.get(num) ?? [];
+  const b = results.get(den) ?? [];
+  const per = a.map((r, i) => {
+    const d = b[i];
+    return d ? metric(r) / metric(d) : Number.NaN;
+  });
+  return { median: median(per), min: Math.min(...per), max: Math.max(...per) };
+}
+
+const ops = (r: RoundResult) => r.opsPerSec;
+const p50 = (r: RoundResult) => r.p50Ms;
+
+interface Target {
+  readonly label: string;
+  readonly ratio: Ratio;
+  readonly at: "least" | "most" | "below";
+  readonly bound: number;
+}
+
+function targets(results: Results, sweeps: readonly SweepRound[]): Target[] {
+  const overRaw = (path: Path, name: string): Target => ({
+    label: `${name}: idempo ÷ its own SQL on node-pg (named), 16 clients`,
+    ratio: ratio(results, `idempo:${path}:16`, `raw:${path}:16`, ops),
+    at: "least",
+    bound: 0.8,
+  });
+  const per = sweeps.map((s) => s.during.p99Ms / s.without.p99Ms);
+  return [
+    overRaw("new-key", "new key"),
+    overRaw("replay", "replay"),
+    overRaw("conflict", "conflict (409)"),
+    overRaw("three", "phase/step/phase"),
+    {
+      label: "new key ÷ bare node-pg INSERT, 16 clients",
+      ratio: ratio(results, "idempo:new-key:16", "raw:bare-insert:16", ops),
+      at: "least",
+      bound: 0.3,
+    },
+    {
+      label: "replay ÷ bare node-pg INSERT, 16 clients",
+      ratio: ratio(results, "idempo:replay:16", "raw:bare-insert:16", ops),
+      at: "least",
+      bound: 0.8,
+    },
+    {
+      label: "phase/step/phase ÷ DBOS 3-step workflow, 16 clients",
+      ratio: ratio(results, "idempo:three:16", "dbos:dbos-three:16", ops),
+      at: "least",
+      bound: 3,
+    },
+    {
+      label: "replay ÷ DBOS replay, 16 clients",
+      ratio: ratio(results, "idempo:replay:16", "dbos:dbos-replay:16", ops),
+      at: "least",
+      bound: 2.5,
+    },
+    {
+      label: "latency, 1 client: new key p50 ÷ bare INSERT p50",
+      ratio: ratio(results, "idempo:new-key:1", "raw:bare-insert:1", p50),
+      at: "most",
+      bound: 3.5,
+    },
+    {
+      label: `sweeper: hot-path p99 while deleting expired rows ÷ p99 without`,
+      ratio: { median: median(per), min: Math.min(...per), max: Math.max(...per) },
+      at: "below",
+      bound: 2,
+    },
+  ];
+}
+
+function met(t: Target): boolean {
+  const v = t.ratio.median;
+  if (t.at === "least") return v >= t.bound;
+  if (t.at === "most") return v <= t.bound;
+  return v < t.bound;
+}
+
+export function targetTable(results: Results, sweeps: readonly SweepRound[]): { text: string; missed: number } {
+  const list = targets(results, sweeps);
+  const rows = list.map((t) => [
+    t.label,
+    fmt(t.ratio.median, 2),
+    `${fmt(t.ratio.min, 2)}–${fmt(t.ratio.max, 2)}`,
+    `${t.at === "least" ? ">=" : t.at === "most" ? "<=" : "<"} ${t.bound}`,
+    met(t) ? "pass" : "MISS",
+  ]);
+  return {
+    text: table(["target (ratio per round, median)", "ratio", "min–max", "need", "result"], rows),
+    missed: list.filter((t) => !met(t)).length,
+  };
+}
+
+/**
+ * Where the throughput between the named-statement limit and runOnce goes,
+ * per path at 16 clients: the cost of unnamed statements (measured on raw
+ * node-pg), and the engine with and without prepared statements.
+ */
+export function gapTable(results: Results): string {
+  const paths: [Path, string][] = [
+    ["new-key", "new key"],
+    ["replay", "replay"],
+    ["conflict", "conflict (409)"],
+    ["three", "phase/step/phase"],
+  ];
+  const rows = paths.map(([path, name]) => {
+    const r = (num: string, den: string) =>
+      fmt(ratio(results, `${num}:${path}:16`, `${den}:${path}:16`, ops).median, 2);
+    const cpu = (system: string) => fmt(median((results.get(`${system}:${path}:16`) ?? []).map((x) => x.cpuUsPerOp)));
+    return [
+      name,
+      r("raw-unnamed", "raw"),
+      r("idempo", "raw-unnamed"),
+      r("idempo-named", "raw"),
+      r("idempo", "raw"),
+      `${cpu("raw")} / ${cpu("raw-unnamed")} / ${cpu("idempo-named")} / ${cpu("idempo")}`,
+    ];
+  });
+  return table(
+    [
+      "path, 16 clients",
+      "raw unnamed ÷ raw named",
+      "idempo ÷ raw unnamed",
+      "idempo prepared ÷ raw named",
+      "idempo ÷ raw named",
+      "client CPU µs/op: raw named / raw unnamed / idempo prepared / idempo",
+    ],
+    rows,
+  );
+}
+
+export function sweepTable(sweeps: readonly SweepRound[]): string {
+  const rows = sweeps.map((s, i) => [
+    String(i + 1),
+    `${s.deleted}`,
+    fmt(s.sweepMs / 1000, 1),
+    fmt(s.without.opsPerSec),
+    fmt(s.during.opsPerSec),
+    ms(s.without.p99Ms),
+    ms(s.during.p99Ms),
+    fmt(s.during.p99Ms / s.without.p99Ms, 2),
+  ]);
+  return table(
+    ["round", "rows deleted", "sweep s", "ops/s without", "ops/s during", "p99 ms without", "p99 ms during", "ratio"],
+    rows,
+  );
+}

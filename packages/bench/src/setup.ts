@@ -1,0 +1,171 @@
+/**
+ * The PostgreSQL side of the bench: migrate the scratch database, record
+ * the engine's statements per path, seed the keys the replay, conflict and
+ * sweeper cells use, and hand out one pool per concurrency level.
+ */
+import type { Engine } from "@idempo/core";
+import { createEngine, IdempotencyKeyInProgressError, withPreparedStatements } from "@idempo/core";
+import { Kysely, PostgresDialect } from "kysely";
+import pg from "pg";
+import type { Replica } from "./replica.js";
+import { replicate, StatementRecorder, sendReplica } from "./replica.js";
+import { INPUT, ORDERS_DDL, orderOnce, seedCopies, TENANT, threeItems } from "./workload.js";
+
+/** Completed keys the replay cells pick from at random. */
+export const REPLAY_KEYS = 20_000;
+/** In-flight keys under a long lease, for the 409 cells. */
+export const BUSY_KEYS = 2_000;
+
+interface Replicas {
+  readonly newKey: Replica;
+  readonly replay: Replica;
+  readonly conflict: Replica;
+  readonly three: Replica;
+}
+
+export interface PgBench {
+  readonly url: string;
+  /** Two connections for seeding and checks, outside the measured pools. */
+  readonly admin: pg.Pool;
+  readonly replicas: Replicas;
+  /**
+   * One pg pool of `size` connections, shared by the raw cells and the
+   * engine of that size; they never run at the same time.
+   */
+  pool(size: number): pg.Pool;
+  /** An engine whose Kysely runs on `pool(size)`; `named` sends its statements as prepared ones. */
+  engine(size: number, named?: boolean): Engine;
+  close(): Promise<void>;
+}
+
+export function openPool(url: string, max: number): pg.Pool {
+  // Idle connections stay open between cells, so prepared statements survive.
+  const pool = new pg.Pool({ connectionString: url, max, idleTimeoutMillis: 0 });
+  // pool.end() resolves before every socket is closed; a backend that the
+  // final DROP DATABASE ... WITH (FORCE) terminates then reports an error on
+  // an idle client, which would otherwise crash the process.
+  pool.on("error", () => undefined);
+  return pool;
+}
+
+export async function preparePostgres(url: string): Promise<PgBench> {
+  const admin = openPool(url, 2);
+  await admin.query(ORDERS_DDL);
+  const recorderPool = openPool(url, 2);
+  const recorder = new StatementRecorder(recorderPool);
+  const engine = createEngine({ db: recorder.db });
+  await engine.migrate();
+
+  const newKeyRun = await recorder.record(() =>
+    engine.runOnce(orderOnce, { tenantId: TENANT, key: "seed-order", input: INPUT }),
+  );
+  await seedCopies(admin, {
+    fromTenant: TENANT,
+    fromKey: "seed-order",
+    toTenant: "replay",
+    prefix: "rk-",
+    count: REPLAY_KEYS,
+  });
+  await seedCopies(admin, {
+    fromTenant: TENANT,
+    fromKey: "seed-order",
+    toTenant: "busy",
+    prefix: "bk-",
+    count: BUSY_KEYS,
+    set: {
+      status: "'in_flight'::text",
+      owner_token: "'held-by-another-attempt'::text",
+      locked_until: "clock_timestamp() + interval '1 day'",
+      outcome: "NULL::text",
+      response_status: "NULL::int",
+      response_body: "NULL::json",
+      expires_at: "NULL::timestamptz",
+      completed_at: "NULL::timestamptz",
+    },
+  });
+  const replayRun = await recorder.record(() =>
+    engine.runOnce(orderOnce, { tenantId: "replay", key: "rk-1", input: INPUT }),
+  );
+  const conflictRun = await recorder.record(() =>
+    engine.runOnce(orderOnce, { tenantId: "busy", key: "bk-1", input: INPUT }).then(
+      () => Promise.reject(new Error("a key under a valid lease was not refused")),
+      (error: unknown) => {
+        if (!(error instanceof IdempotencyKeyInProgressError)) throw error;
+      },
+    ),
+  );
+  const threeRun = await recorder.record(() =>
+    engine.runOnce(threeItems, { tenantId: TENANT, key: "seed-three", input: INPUT }),
+  );
+  await recorder.db.destroy();
+
+  const replicas: Replicas = {
+    newKey: replicate("new key", newKeyRun, "seed-order"),
+    replay: replicate("replay", replayRun, "rk-1"),
+    conflict: replicate("conflict", conflictRun, "bk-1"),
+    three: replicate("phase/step/phase", threeRun, "seed-three"),
+  };
+  await checkReplicas(admin, replicas);
+  await admin.query("VACUUM ANALYZE");
+
+  const pools = new Map<number, pg.Pool>();
+  const engines = new Map<string, { engine: Engine; db: Kysely<unknown> }>();
+  const pool = (size: number): pg.Pool => {
+    let p = pools.get(size);
+    if (!p) {
+      p = openPool(url, size);
+      pools.set(size, p);
+    }
+    return p;
+  };
+  return {
+    url,
+    admin,
+    replicas,
+    pool,
+    engine(size, named = false) {
+      const id = `${size}:${named}`;
+      let e = engines.get(id);
+      if (!e) {
+        // Pools Kysely does not own: destroying Kysely must not end the shared pool.
+        const shared = pool(size);
+        const db = new Kysely<unknown>({
+          dialect: new PostgresDialect({
+            // The pool is shared between cells and ended by the bench, not by Kysely.
+            pool: named
+              ? { connect: () => withPreparedStatements(shared).connect(), end: async () => {} }
+              : { connect: () => shared.connect(), end: async () => {} },
+          }),
+        });
+        e = { engine: createEngine({ db }), db };
+        engines.set(id, e);
+      }
+      return e.engine;
+    },
+    async close() {
+      for (const e of engines.values()) await e.db.destroy();
+      for (const p of pools.values()) await p.end();
+      await admin.end();
+    },
+  };
+}
+
+/**
+ * Run each write replica once and check its effect, so a replica whose
+ * fenced writes silently matched nothing can never pass as "the limit".
+ */
+async function checkReplicas(admin: pg.Pool, replicas: Replicas): Promise<void> {
+  for (const [replica, key] of [
+    [replicas.newKey, "check-new"],
+    [replicas.three, "check-three"],
+  ] as const) {
+    await sendReplica(admin, replica, key, true);
+    const { rows } = await admin.query<{ status: string; recovery_point: string }>(
+      "SELECT status, recovery_point FROM idempo.runs WHERE tenant_id = $1 AND key = $2",
+      [TENANT, key],
+    );
+    if (rows[0]?.status !== "completed") {
+      throw new Error(`replica '${replica.label}' left key ${key} ${rows[0]?.status ?? "absent"}, not completed`);
+    }
+  }
+}

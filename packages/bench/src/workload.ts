@@ -1,0 +1,90 @@
+/**
+ * What every cell runs: the business table, the two idempo workflows, the
+ * bare business writes they are compared with, and the seeded keys the
+ * replay, conflict and sweeper cells need.
+ */
+import { randomUUID } from "node:crypto";
+import { workflow } from "@idempo/core";
+import { sql } from "kysely";
+import type pg from "pg";
+
+/** Tenant of the keys the new-key cells claim (one random UUID key per operation). */
+export const TENANT = "bench";
+/** Every request carries the same input, so seeded copies of one record share its fingerprint. */
+export const INPUT = { cartId: "cart-42", amountCents: 4200 };
+
+export const ORDERS_DDL = `
+  CREATE TABLE IF NOT EXISTS orders (
+    id           text PRIMARY KEY,
+    tenant_id    text NOT NULL,
+    cart_id      text NOT NULL,
+    amount_cents integer NOT NULL,
+    created_at   timestamptz NOT NULL DEFAULT now()
+  )`;
+
+/** The bare business write: one autocommit INSERT, the yardstick of every ratio. */
+export const BARE_INSERT = {
+  name: "bench_bare_insert",
+  text: "INSERT INTO orders (id, tenant_id, cart_id, amount_cents) VALUES ($1, $2, $3, $4)",
+} as const;
+
+export const newKey = (): string => randomUUID();
+
+/** New key, one phase: the business INSERT and the completion commit together. */
+export const orderOnce = workflow("bench_order")
+  .phase("create_order", async ({ tx, tenantId, key }) => {
+    await sql`INSERT INTO orders (id, tenant_id, cart_id, amount_cents)
+              VALUES (${key}, ${tenantId}, ${INPUT.cartId}, ${INPUT.amountCents})`.execute(tx);
+    return { orderId: key };
+  })
+  .respond(({ state }) => ({ status: 201, body: { orderId: state.orderId } }));
+
+/**
+ * Phase / step / phase with no business work, the counterpart of DBOS's
+ * three no-op steps: what is measured is the orchestration itself.
+ */
+export const threeItems = workflow("bench_three")
+  .phase("reserve", () => ({ reserved: true }))
+  .step("charge", () => ({ chargeId: "ch_1" }))
+  .phase("confirm", () => ({ confirmed: true }))
+  .respond(({ state }) => ({ status: 201, body: state }));
+
+/** Copies of one record, made in SQL so seeding 100 000 keys takes seconds, not minutes. */
+export interface SeedSpec {
+  /** Key of the record to copy (any tenant). */
+  readonly fromTenant: string;
+  readonly fromKey: string;
+  readonly toTenant: string;
+  /** Key prefix; the copies are `<prefix><n>` for n in 1..count. */
+  readonly prefix: string;
+  readonly count: number;
+  /** Column overrides, as SQL expressions keyed by column name. */
+  readonly set?: Readonly<Record<string, string>>;
+  /** Copy the record's history entries too (the sweeper deletes them with the record). */
+  readonly withHistory?: boolean;
+}
+
+/**
+ * Copy a record `count` times. `jsonb_populate_record` keeps this
+ * independent of the column list, which the migrations own.
+ */
+export async function seedCopies(db: pg.Pool, spec: SeedSpec): Promise<void> {
+  const overrides = Object.entries(spec.set ?? {})
+    .map(([column, expr]) => `, '${column}', ${expr}`)
+    .join("");
+  const runs = `
+    INSERT INTO idempo.runs
+    SELECT (jsonb_populate_record(r, jsonb_build_object(
+              'tenant_id', $3::text, 'key', $4::text || g, 'run_id', r.run_id || '-' || g${overrides}))).*
+    FROM idempo.runs r, generate_series(1, $5::int) g
+    WHERE r.tenant_id = $1 AND r.key = $2`;
+  const history = `
+    INSERT INTO idempo.run_history
+    SELECT (jsonb_populate_record(h, jsonb_build_object(
+              'tenant_id', $3::text, 'key', $4::text || g, 'run_id', h.run_id || '-' || g))).*
+    FROM idempo.run_history h, generate_series(1, $5::int) g
+    WHERE h.tenant_id = $1 AND h.key = $2`;
+  const params = [spec.fromTenant, spec.fromKey, spec.toTenant, spec.prefix, spec.count];
+  await db.query(runs, params);
+  if (spec.withHistory) await db.query(history, params);
+}

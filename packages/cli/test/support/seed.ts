@@ -7,10 +7,7 @@
 import type { Engine } from "@idempo/core";
 import { createEngine } from "@idempo/core";
 import { CrashSignal, setFaultHook } from "@idempo/core/internal";
-import { Kysely, PostgresDialect } from "kysely";
-import pg from "pg";
-import { afterAll, afterEach, beforeAll, inject } from "vitest";
-import { createDatabase, dropDatabase, uniqueName } from "../../../testkit/src/index.ts";
+import { useClonedDatabase } from "../../../testkit/src/index.ts";
 import { checkout } from "../fixtures/checkout-workflow.ts";
 
 /** A short lease for the runs meant to be stuck, a long one for those meant to look alive. */
@@ -45,44 +42,31 @@ export interface SeededDatabase {
 
 /** Give this test file its own migrated database, seeded as described above. */
 export function useSeededDatabase(): SeededDatabase {
-  const serverUrl = inject("serverUrl");
-  const name = uniqueName("idempo_cli");
-  let failed = false;
-  const state = { url: "", engine: undefined as unknown as Engine, db: undefined as unknown as Kysely<unknown> };
-
-  beforeAll(async () => {
-    state.url = await createDatabase(serverUrl, name, inject("templateDb"));
-    const pool = new pg.Pool({ connectionString: state.url, max: 4 });
-    pool.on("error", () => undefined);
-    state.db = new Kysely<unknown>({ dialect: new PostgresDialect({ pool }) });
-    const normal = createEngine({ db: state.db });
-    const short = createEngine({ db: state.db, leaseMs: SHORT_LEASE_MS });
-    const long = createEngine({ db: state.db, leaseMs: LONG_LEASE_MS });
-    state.engine = normal;
-    // Oldest first, so "newest first" has a known order.
-    await normal.runOnce(checkout, { tenantId: "acme", key: "order-1001", input: { amountCents: 1200 } });
-    await normal.runOnce(checkout, { tenantId: "globex", key: "order-1001", input: { amountCents: 800 } });
-    await crashAt(short, "called:step:charge", "acme", "order-1002", 4500);
-    await crashAt(short, "before:phase:record_charge", "globex", "order-2001", 990);
-    await crashAt(long, "after:phase:create_order", "acme", "order-1003", 300);
-    await crashAt(long, "called:step:charge", "acme", "order-1004", 700);
-    await new Promise((r) => setTimeout(r, SHORT_LEASE_MS + 200));
-  });
-  afterEach((ctx) => {
-    if (ctx.task.result?.state === "fail") failed = true;
-  });
-  afterAll(async () => {
-    await state.db?.destroy();
-    if (failed) console.log(`[testkit] kept database ${name} for inspection`);
-    else await dropDatabase(serverUrl, name);
+  let engine: Engine | undefined;
+  const clone = useClonedDatabase("idempo_cli", {
+    pool: 4,
+    prepare: async (db) => {
+      const normal = createEngine({ db });
+      const short = createEngine({ db, leaseMs: SHORT_LEASE_MS });
+      const long = createEngine({ db, leaseMs: LONG_LEASE_MS });
+      engine = normal;
+      // Oldest first, so "newest first" has a known order.
+      await normal.runOnce(checkout, { tenantId: "acme", key: "order-1001", input: { amountCents: 1200 } });
+      await normal.runOnce(checkout, { tenantId: "globex", key: "order-1001", input: { amountCents: 800 } });
+      await crashAt(short, "called:step:charge", "acme", "order-1002", 4500);
+      await crashAt(short, "before:phase:record_charge", "globex", "order-2001", 990);
+      await crashAt(long, "after:phase:create_order", "acme", "order-1003", 300);
+      await crashAt(long, "called:step:charge", "acme", "order-1004", 700);
+      await new Promise((r) => setTimeout(r, SHORT_LEASE_MS + 200));
+    },
   });
 
   return {
     get url() {
-      return state.url;
+      return clone.url;
     },
     get engine() {
-      return state.engine;
+      return engine as Engine;
     },
   };
 }

@@ -1,12 +1,11 @@
 import type { Engine } from "@idempo/core";
 import { createEngine } from "@idempo/core";
-import { Kysely, PostgresDialect, sql } from "kysely";
-import pg from "pg";
-import { afterAll, afterEach, beforeAll, inject } from "vitest";
-import { createDatabase, dropDatabase, uniqueName } from "../../../testkit/src/index.ts";
+import { sql } from "kysely";
+import { beforeAll } from "vitest";
+import type { AnyDb } from "../../../testkit/src/index.ts";
+import { ORDERS_DDL, useClonedDatabase } from "../../../testkit/src/index.ts";
 
-// biome-ignore lint/suspicious/noExplicitAny: tests address tables with plain SQL
-export type TestDb = Kysely<any>;
+export type TestDb = AnyDb;
 
 export interface TestDatabase {
   readonly db: TestDb;
@@ -19,42 +18,25 @@ export interface TestDatabase {
  * enough for 25 concurrent requests. Kept (and named) when a test fails.
  */
 export function useTestDatabase(options: { leaseMs?: number } = {}): TestDatabase {
-  const serverUrl = inject("serverUrl");
-  const name = uniqueName("idempo_http_t");
-  let failed = false;
-  const state = { db: undefined as unknown as TestDb, engine: undefined as unknown as Engine };
-
-  beforeAll(async () => {
-    const url = await createDatabase(serverUrl, name, inject("templateDb"));
-    const pool = new pg.Pool({ connectionString: url, max: 40 });
-    // See core's test support: a FATAL from DROP ... WITH (FORCE) must not fail the file.
-    pool.on("error", () => undefined);
-    state.db = new Kysely({ dialect: new PostgresDialect({ pool }) });
-    state.engine = createEngine({ db: state.db, leaseMs: options.leaseMs ?? 3_000 });
-    await sql`
-      CREATE TABLE orders (
-        id text PRIMARY KEY, tenant_id text NOT NULL, cart_id text NOT NULL,
-        amount_cents integer NOT NULL, status text NOT NULL DEFAULT 'created', charge_id text
-      )`.execute(state.db);
-    await sql`CREATE TABLE refunds (id text PRIMARY KEY, tenant_id text NOT NULL, order_id text NOT NULL)`.execute(
-      state.db,
-    );
+  const clone = useClonedDatabase("idempo_http_t", {
+    pool: 40,
+    prepare: async (db) => {
+      await sql.raw(ORDERS_DDL).execute(db);
+      await sql`CREATE TABLE refunds (id text PRIMARY KEY, tenant_id text NOT NULL, order_id text NOT NULL)`.execute(
+        db,
+      );
+    },
   });
-  afterEach((ctx) => {
-    if (ctx.task.result?.state === "fail") failed = true;
+  let engine: Engine | undefined;
+  beforeAll(() => {
+    engine = createEngine({ db: clone.db, leaseMs: options.leaseMs ?? 3_000 });
   });
-  afterAll(async () => {
-    await state.db?.destroy();
-    if (failed) console.log(`[testkit] kept database ${name} for inspection`);
-    else await dropDatabase(serverUrl, name);
-  });
-
   return {
     get db() {
-      return state.db;
+      return clone.db;
     },
     get engine() {
-      return state.engine;
+      return engine as Engine;
     },
   };
 }

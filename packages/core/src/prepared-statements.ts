@@ -21,7 +21,6 @@ interface ConnectablePool<C extends QueryableClient> {
   end(): Promise<void>;
 }
 
-const patched = new WeakSet<object>();
 const names = new Map<string, string>();
 
 function statementName(text: string): string {
@@ -33,17 +32,18 @@ function statementName(text: string): string {
   return name;
 }
 
-function patch<C extends QueryableClient>(client: C): C {
-  if (patched.has(client)) return client;
-  const query = client.query.bind(client);
-  client.query = (first: unknown, ...rest: unknown[]) => {
-    if (typeof first === "string" && first.startsWith(MARKER) && Array.isArray(rest[0])) {
-      return query({ name: statementName(first), text: first, values: rest[0] }, ...rest.slice(1));
-    }
-    return query(first, ...rest);
-  };
-  patched.add(client);
-  return client;
+/** A view of the client whose `query` names idempo's statements; the client itself is not changed. */
+function naming<C extends QueryableClient>(client: C): C {
+  return new Proxy(client, {
+    get(target, property, receiver) {
+      const value = Reflect.get(target, property, receiver);
+      if (property !== "query") return typeof value === "function" ? value.bind(target) : value;
+      return (first: unknown, ...rest: unknown[]) =>
+        typeof first === "string" && first.startsWith(MARKER) && Array.isArray(rest[0])
+          ? target.query({ name: statementName(first), text: first, values: rest[0] }, ...rest.slice(1))
+          : target.query(first, ...rest);
+    },
+  });
 }
 
 /**
@@ -62,7 +62,7 @@ function patch<C extends QueryableClient>(client: C): C {
 export function withPreparedStatements<C extends QueryableClient, P extends ConnectablePool<C>>(pool: P): P {
   return new Proxy(pool, {
     get(target, property, receiver) {
-      if (property === "connect") return async () => patch(await target.connect());
+      if (property === "connect") return async () => naming(await target.connect());
       const value = Reflect.get(target, property, receiver);
       return typeof value === "function" ? value.bind(target) : value;
     },

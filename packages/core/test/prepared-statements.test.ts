@@ -51,4 +51,19 @@ describe("withPreparedStatements", () => {
     const rec = await engine.inspect("ps", "k0");
     expect(rec?.status).toBe("completed");
   });
+
+  it("leaves the pool's own clients unchanged for other users of the pool", async () => {
+    const pool = new pg.Pool({ connectionString: t.url, max: 1 });
+    const raw = await pool.connect();
+    const ownQuery = raw.query;
+    raw.release();
+    const wrapped = await withPreparedStatements(pool).connect();
+    await wrapped.query("/* idempo:probe */ SELECT $1::int AS n", [1]);
+    wrapped.release();
+    const again = await pool.connect();
+    expect(again).toBe(raw);
+    expect(again.query).toBe(ownQuery);
+    again.release();
+    await pool.end();
+  });
 });

@@ -10,7 +10,7 @@ import { createEngine } from "@idempo/core";
 import type { ConfirmChannel } from "amqplib";
 import { connect } from "amqplib";
 import { afterAll, beforeAll, describe, expect, it, onTestFinished } from "vitest";
-import { createAmqpPublisher, DeliveryNotConfirmedError } from "../src/amqp/index.ts";
+import { createAmqpPublisher, DeliveryNotConfirmedError, RelayOptionsError } from "../src/amqp/index.ts";
 import { setFaultHook } from "../src/faults.ts";
 import type { AmqpConsumer } from "./support/amqp-consumer.ts";
 import { consumeQueue } from "./support/amqp-consumer.ts";
@@ -74,7 +74,9 @@ describe.skipIf(!up)("RabbitMQ publisher", () => {
 
   /** Every committed message arrived, each exactly once through the effect table, and every delivered row was consumed. */
   async function expectEachAppliedOnce(tenant: string, consumer: AmqpConsumer, queue: string, count: number) {
-    await until("every row delivered", async () => (await outboxRows(t.db, tenant)).every((r) => r.status === "delivered"));
+    await until("every row delivered", async () =>
+      (await outboxRows(t.db, tenant)).every((r) => r.status === "delivered"),
+    );
     const rows = await outboxRows(t.db, tenant);
     expect(rows).toHaveLength(count);
     await until("every delivered message consumed", () => rows.every((r) => consumer.count(r.deliveryKey) >= 1));
@@ -120,7 +122,8 @@ describe.skipIf(!up)("RabbitMQ publisher", () => {
     const rows = await outboxRows(t.db, tenant);
     expect(rows.filter((r) => r.status === "delivered")).toHaveLength(1);
     expect(rows.filter((r) => r.status === "dead")).toHaveLength(2);
-    for (const r of rows.filter((r) => r.status === "dead")) expect(r.lastError).toMatch(/refused the message \(nack\)/);
+    for (const r of rows.filter((r) => r.status === "dead"))
+      expect(r.lastError).toMatch(/refused the message \(nack\)/);
     expect((await adminChannel.checkQueue(queue)).messageCount).toBe(1);
     expect(errors.some((e) => e instanceof DeliveryNotConfirmedError && e.reason === "nacked")).toBe(true);
   });
@@ -129,7 +132,9 @@ describe.skipIf(!up)("RabbitMQ publisher", () => {
     const tenant = `a3-${uid()}`;
     const exchange = `idempo-test-x-${uid()}`;
     await adminChannel.assertExchange(exchange, "direct", { durable: false, autoDelete: false });
-    onTestFinished(() => adminChannel.deleteExchange(exchange));
+    onTestFinished(async () => {
+      await adminChannel.deleteExchange(exchange);
+    });
     await commitOrders(engine, tenant, 1);
     const publisher = createAmqpPublisher({ url: RABBIT_URL, route: () => ({ exchange, routingKey: "nowhere" }) });
     onTestFinished(() => publisher.close());
@@ -150,7 +155,8 @@ describe.skipIf(!up)("RabbitMQ publisher", () => {
       setup: async () => {
         setups++;
       },
-      route: () => (wrongRoutes-- > 0 ? { exchange: `missing-${uid()}`, routingKey: queue } : { exchange: "", routingKey: queue }),
+      route: () =>
+        wrongRoutes-- > 0 ? { exchange: `missing-${uid()}`, routingKey: queue } : { exchange: "", routingKey: queue },
     });
     startRelay(publisher.deliver);
     await expectEachAppliedOnce(tenant, consumer, queue, 12);
@@ -186,6 +192,20 @@ describe.skipIf(!up)("RabbitMQ publisher", () => {
     startRelay(publisher.deliver);
     await expectEachAppliedOnce(tenant, consumer, queue, 30);
     expect(setups).toBeGreaterThanOrEqual(3);
+  });
+
+  it("refuses a missing route, and a closed publisher fails its deliveries (they stay pending for the relay)", async () => {
+    expect(() => createAmqpPublisher({ url: RABBIT_URL } as Parameters<typeof createAmqpPublisher>[0])).toThrow(
+      RelayOptionsError,
+    );
+    const publisher = createAmqpPublisher({ url: RABBIT_URL, route: () => ({ exchange: "", routingKey: "x" }) });
+    await publisher.close();
+    const message = { messageId: "m", tenantId: "t", key: "k", topic: TOPIC, payload: {}, createdAt: new Date() };
+    const ctx = { deliveryKey: "dlv_x", attempt: 1, signal: new AbortController().signal };
+    await expect(publisher.deliver(message, ctx)).rejects.toMatchObject({
+      code: "delivery_not_confirmed",
+      reason: "closed",
+    });
   });
 
   for (const stopAt of ["amqp:published", "amqp:confirmed"] as const) {
@@ -226,7 +246,13 @@ describe.skipIf(!up)("RabbitMQ publisher", () => {
 
 /** Close the broker's connections that carry this client-provided name, as an operator (or a failing network) would. */
 async function closeConnectionsNamed(name: string): Promise<void> {
-  const { stdout } = await run("rabbitmqctl", ["list_connections", "-q", "--no-table-headers", "pid", "client_properties"]);
+  const { stdout } = await run("rabbitmqctl", [
+    "list_connections",
+    "-q",
+    "--no-table-headers",
+    "pid",
+    "client_properties",
+  ]);
   const pids = stdout
     .split("\n")
     .filter((line) => line.includes(`{"connection_name","${name}"}`))

@@ -15,7 +15,7 @@ import type { NatsConnection } from "@nats-io/transport-node";
 import { connect } from "@nats-io/transport-node";
 import { afterAll, beforeAll, describe, expect, it, onTestFinished } from "vitest";
 import { setFaultHook } from "../src/faults.ts";
-import { createJetStreamPublisher } from "../src/nats/index.ts";
+import { createJetStreamPublisher, RelayOptionsError } from "../src/nats/index.ts";
 import { brokerUp, NATS_SERVER, RABBIT_URL } from "./support/brokers.ts";
 import { applyOnce, outboxRows, receivedCount, useRelayDatabase } from "./support/database.ts";
 import type { TestStream } from "./support/jetstream.ts";
@@ -70,7 +70,9 @@ describe.skipIf(!up)("JetStream publisher", () => {
    * applies each exactly once. Returns the stored messages.
    */
   async function expectEachAppliedOnce(tenant: string, s: TestStream, count: number) {
-    await until("every row delivered", async () => (await outboxRows(t.db, tenant)).every((r) => r.status === "delivered"));
+    await until("every row delivered", async () =>
+      (await outboxRows(t.db, tenant)).every((r) => r.status === "delivered"),
+    );
     const rows = await outboxRows(t.db, tenant);
     expect(rows).toHaveLength(count);
     const stored = await readStream(nc, s.name);
@@ -146,6 +148,13 @@ describe.skipIf(!up)("JetStream publisher", () => {
     for (const key of held) expect(afterKill.find((r) => r.deliveryKey === key)?.status).toBe("pending");
     startRelay(s, { leaseMs: 30_000 });
     await expectEachAppliedOnce(tenant, s, 12);
+  });
+
+  it("refuses a missing connection and a non-positive ack timeout", () => {
+    expect(() => createJetStreamPublisher({} as Parameters<typeof createJetStreamPublisher>[0])).toThrow(
+      RelayOptionsError,
+    );
+    expect(() => createJetStreamPublisher({ connection: nc, ackTimeoutMs: -1 })).toThrow(RelayOptionsError);
   });
 
   it.skipIf(!restartable)("a server restart mid-relay loses nothing and applies each message once", async () => {

@@ -105,15 +105,21 @@ export function createAmqpPublisher(options: AmqpPublisherOptions): AmqpPublishe
     waiting.set(deliveryKey, entries);
     try {
       const confirmed = new Promise<void>((resolve, reject) => {
-        channel.publish(route.exchange, route.routingKey, Buffer.from(JSON.stringify(message.payload)), {
-          messageId: deliveryKey,
-          persistent: true,
-          mandatory,
-          contentType: "application/json",
-          type: message.topic,
-          timestamp: Math.floor(message.createdAt.getTime() / 1000),
-          headers: { "x-idempo-tenant": message.tenantId, "x-idempo-message-id": message.messageId },
-        }, (error: unknown) => (error ? reject(notConfirmed(error, route)) : resolve()));
+        channel.publish(
+          route.exchange,
+          route.routingKey,
+          Buffer.from(JSON.stringify(message.payload)),
+          {
+            messageId: deliveryKey,
+            persistent: true,
+            mandatory,
+            contentType: "application/json",
+            type: message.topic,
+            timestamp: Math.floor(message.createdAt.getTime() / 1000),
+            headers: { "x-idempo-tenant": message.tenantId, "x-idempo-message-id": message.messageId },
+          },
+          (error: unknown) => (error ? reject(notConfirmed(error, route)) : resolve()),
+        );
       });
       confirmed.catch(() => undefined); // observed below; keeps a fault hook that never returns from an unhandled rejection
       await fault("amqp:published", deliveryKey);

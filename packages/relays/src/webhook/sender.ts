@@ -97,8 +97,10 @@ export function createWebhookSender(options: WebhookSenderOptions): DeliveryHand
         signal: AbortSignal.any([signal, timeout]),
       });
     } catch (error) {
-      if (timeout.aborted) throw new WebhookDeliveryError(`${url.host} did not answer within ${timeoutMs} ms`, undefined, true);
-      if (signal.aborted) throw new WebhookDeliveryError("the delivery was aborted (claim expired or relay stopping)", undefined, true);
+      if (timeout.aborted)
+        throw new WebhookDeliveryError(`${url.host} did not answer within ${timeoutMs} ms`, undefined, true);
+      if (signal.aborted)
+        throw new WebhookDeliveryError("the delivery was aborted (claim expired or relay stopping)", undefined, true);
       throw new WebhookDeliveryError(`POST to ${url.host} failed: ${describeNetworkError(error)}`, undefined, true, {
         cause: error,
       });
@@ -108,7 +110,8 @@ export function createWebhookSender(options: WebhookSenderOptions): DeliveryHand
       return;
     }
     const text = await response.text().catch(() => "");
-    const retryable = response.status >= 500 || response.status === 408 || response.status === 429 || response.status < 400;
+    const retryable =
+      response.status >= 500 || response.status === 408 || response.status === 429 || response.status < 400;
     throw new WebhookDeliveryError(
       `${url.host} answered ${response.status}${text ? `: ${text.slice(0, ERROR_BODY_CHARS)}` : ""}`,
       response.status,

@@ -10,8 +10,8 @@ import { createHmac } from "node:crypto";
 /** The request header that carries the signature. */
 export const SIGNATURE_HEADER = "Idempo-Signature";
 
-/** The signature scheme's version tag in the header (`v1=`). */
-export const SIGNATURE_SCHEME = "v1";
+// The scheme's version tag in the header (`v1=`): a later scheme gets a new tag next to it.
+const SIGNATURE_SCHEME = "v1";
 
 /** Hex HMAC-SHA256 of `${timestamp}.${body}` under `secret`. */
 export function computeSignature(secret: string, timestamp: number, body: string | Uint8Array): string {

@@ -29,9 +29,9 @@ export async function applyOnce(db: AnyDb, deliveryKey: string, consumer: string
 }
 
 export async function receivedCount(db: AnyDb, consumer: string): Promise<number> {
-  const { rows } = await sql<{ n: number }>`SELECT count(*)::int AS n FROM received WHERE consumer = ${consumer}`.execute(
-    db,
-  );
+  const { rows } = await sql<{
+    n: number;
+  }>`SELECT count(*)::int AS n FROM received WHERE consumer = ${consumer}`.execute(db);
   return rows[0]?.n ?? 0;
 }
 

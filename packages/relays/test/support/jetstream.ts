@@ -43,7 +43,11 @@ export async function readStream(nc: NatsConnection, stream: string): Promise<St
   while (out.length < total) {
     const batch = await consumer.fetch({ max_messages: total - out.length, expires: 2_000 });
     for await (const m of batch) {
-      out.push({ msgId: m.headers?.get("Nats-Msg-Id") ?? "", tenant: m.headers?.get("Idempo-Tenant") ?? "", body: m.json() });
+      out.push({
+        msgId: m.headers?.get("Nats-Msg-Id") ?? "",
+        tenant: m.headers?.get("Idempo-Tenant") ?? "",
+        body: m.json(),
+      });
     }
   }
   return out;
@@ -69,7 +73,14 @@ const NATS_START = [
 
 /** Stop the machine's nats-server and start it again; resolves once it accepts connections. */
 export async function restartNats(): Promise<void> {
-  await run("start-stop-daemon", ["--stop", "--oknodo", "--retry", "TERM/20/KILL/5", "--exec", "/usr/sbin/nats-server"]);
+  await run("start-stop-daemon", [
+    "--stop",
+    "--oknodo",
+    "--retry",
+    "TERM/20/KILL/5",
+    "--exec",
+    "/usr/sbin/nats-server",
+  ]);
   await run("start-stop-daemon", NATS_START);
   const deadline = Date.now() + 60_000;
   while (!(await answers("127.0.0.1", 4222))) {

@@ -50,7 +50,10 @@ export function killRelayAtHold(config: ChildConfig): Promise<string[]> {
     child.on("error", reject);
     child.once("close", (code, signal) => {
       if (signal === "SIGKILL" && killed) resolve([...new Set(held)]);
-      else reject(new Error(`the relay process ended on its own (code ${code}, signal ${signal}) before holding a delivery`));
+      else
+        reject(
+          new Error(`the relay process ended on its own (code ${code}, signal ${signal}) before holding a delivery`),
+        );
     });
   });
 }

@@ -172,6 +172,24 @@ describe.skipIf(!up)("RabbitMQ publisher", () => {
     expect(setups).toBeGreaterThanOrEqual(2);
   });
 
+  it("a broker that cannot be reached keeps the publisher retrying its connect; each delivery gives up at its signal and stays undelivered", async () => {
+    const tenant = `a7-${uid()}`;
+    await commitOrders(engine, tenant, 1);
+    let connectErrors = 0;
+    const publisher = createAmqpPublisher({
+      url: "amqp://guest:guest@127.0.0.1:1", // nothing listens on port 1
+      route: () => ({ exchange: "", routingKey: "x" }),
+      reconnectDelayMs: 20,
+      maxReconnectDelayMs: 100,
+      onError: () => connectErrors++,
+    });
+    onTestFinished(() => publisher.close());
+    startRelay(publisher.deliver, { maxAttempts: 2, leaseMs: 1_000 });
+    await until("row dead", async () => (await outboxRows(t.db, tenant))[0]?.status === "dead");
+    expect((await outboxRows(t.db, tenant))[0]?.lastError).toMatch(/gave up waiting for a connection to RabbitMQ/);
+    expect(connectErrors).toBeGreaterThanOrEqual(2);
+  });
+
   it.skipIf(!ctl)(
     "dropped connections (rabbitmqctl close_connection) lose nothing and apply each message once",
     async () => {

@@ -18,6 +18,7 @@ import { SIGNATURE_HEADER, signatureHeader } from "./signature.js";
 export class WebhookDeliveryError extends IdempoError {
   /** The receiver's HTTP status, when it answered. */
   readonly status: number | undefined;
+  /** False for a 4xx other than 408 and 429: the receiver refused the request itself. */
   readonly retryable: boolean;
 
   constructor(message: string, status: number | undefined, retryable: boolean, options?: { cause?: unknown }) {

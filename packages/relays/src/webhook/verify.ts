@@ -21,6 +21,7 @@ export type WebhookRefusal =
  * act on its body. `reason` says which check failed.
  */
 export class WebhookSignatureError extends IdempoError {
+  /** Which check failed. */
   readonly reason: WebhookRefusal;
 
   constructor(reason: WebhookRefusal, message: string) {

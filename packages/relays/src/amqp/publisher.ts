@@ -105,21 +105,14 @@ export function createAmqpPublisher(options: AmqpPublisherOptions): AmqpPublishe
     waiting.set(deliveryKey, entries);
     try {
       const confirmed = new Promise<void>((resolve, reject) => {
-        channel.publish(
-          route.exchange,
-          route.routingKey,
-          Buffer.from(JSON.stringify(message.payload)),
-          {
-            messageId: deliveryKey,
-            persistent: true,
-            mandatory,
-            contentType: "application/json",
-            type: message.topic,
-            timestamp: Math.floor(message.createdAt.getTime() / 1000),
-            headers: { "x-idempo-tenant": message.tenantId, "x-idempo-message-id": message.messageId },
-          },
-          (error: unknown) => (error ? reject(notConfirmed(error, route)) : resolve()),
-        );
+        // publish throws at once on a channel that has just closed; that is a lost connection too.
+        try {
+          publish(channel, route, message, deliveryKey, mandatory, (error) =>
+            error ? reject(notConfirmed(error, route)) : resolve(),
+          );
+        } catch (error) {
+          reject(notConfirmed(error, route));
+        }
       });
       confirmed.catch(() => undefined); // observed below; keeps a fault hook that never returns from an unhandled rejection
       await fault("amqp:published", deliveryKey);
@@ -138,6 +131,31 @@ export function createAmqpPublisher(options: AmqpPublisherOptions): AmqpPublishe
   };
 
   return { deliver, close: () => source.close() };
+}
+
+function publish(
+  channel: ConfirmChannel,
+  route: AmqpRoute,
+  message: OutboxMessage,
+  deliveryKey: string,
+  mandatory: boolean,
+  done: (error: unknown) => void,
+): void {
+  channel.publish(
+    route.exchange,
+    route.routingKey,
+    Buffer.from(JSON.stringify(message.payload)),
+    {
+      messageId: deliveryKey,
+      persistent: true,
+      mandatory,
+      contentType: "application/json",
+      type: message.topic,
+      timestamp: Math.floor(message.createdAt.getTime() / 1000),
+      headers: { "x-idempo-tenant": message.tenantId, "x-idempo-message-id": message.messageId },
+    },
+    done,
+  );
 }
 
 function checkRoute(route: AmqpRoute | undefined, topic: string): AmqpRoute {

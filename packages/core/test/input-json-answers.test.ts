@@ -31,9 +31,13 @@ const rowsFor = async (k: string) => ((await engine.inspect("t1", k)) === null ?
 
 describe("input answers", () => {
   it("a Date against z.date(): says the engine passes JSON and points to z.coerce.date()", async () => {
-    const strict = workflow("dated").input(z.object({ at: z.date() })).respond(({ input }) => ({ status: 200, body: { at: input.at.toISOString() } }));
+    const strict = workflow("dated")
+      .input(z.object({ at: z.date() }))
+      .respond(({ input }) => ({ status: 200, body: { at: input.at.toISOString() } }));
     const k = key();
-    const error = await refusal(engine.runOnce(strict, { tenantId: "t1", key: k, input: { at: new Date(0) } as never }));
+    const error = await refusal(
+      engine.runOnce(strict, { tenantId: "t1", key: k, input: { at: new Date(0) } as never }),
+    );
     expect(error.issues[0]?.path).toBe("$.at");
     expect(error.message).toMatch(/passes the input as JSON/);
     expect(error.message).toMatch(/z\.coerce\.date\(\)/);

@@ -125,7 +125,9 @@ export function toJsonValue(value: unknown): JsonConversion {
     const proto = Object.getPrototypeOf(obj);
     if (proto !== Object.prototype && proto !== null) {
       const kind = (proto?.constructor?.name as string | undefined) ?? "object";
-      return fail(`${kind} is not a JSON value; convert it to a plain object, array or string, or give it a toJSON method`);
+      return fail(
+        `${kind} is not a JSON value; convert it to a plain object, array or string, or give it a toJSON method`,
+      );
     }
     ancestors.add(obj);
     const out: Record<string, JsonValue> = {};

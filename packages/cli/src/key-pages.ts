@@ -6,7 +6,8 @@
  * the listing, so pages are skipped until the first match and the cursor
  * stays valid from then on (the first page shown may be short).
  */
-import type { Engine, ListKeysOptions, RunRecord } from "@idempo/core";
+import type { Engine, KeyPage, ListKeysOptions, RunRecord } from "@idempo/core";
+import { InputValidationError } from "@idempo/core";
 
 /** Filters of a key listing. */
 export interface KeyQuery {
@@ -53,7 +54,7 @@ export async function forEachKeyPage(
   let skipped = 0;
   let shown = false;
   for (;;) {
-    const page = await engine.listKeys(cursor === undefined ? base : { ...base, cursor });
+    const page = await listPage(engine, base, cursor, cursor === paging.cursor);
     const items = threshold === undefined ? page.items : page.items.filter((r) => r.createdAt.getTime() <= threshold);
     skipped += page.items.length - items.length;
     if (items.length > 0 || page.nextCursor === null || shown) {
@@ -64,5 +65,30 @@ export async function forEachKeyPage(
     cursor = page.nextCursor;
     if (shown && !paging.all) return { nextCursor: cursor, skipped };
     if (skipped >= MAX_SKIPPED) return { nextCursor: cursor, skipped };
+  }
+}
+
+/** One page; a cursor the operator typed that the engine refuses is reported in the CLI's words. */
+async function listPage(
+  engine: Engine,
+  base: ListKeysOptions,
+  cursor: string | undefined,
+  typed: boolean,
+): Promise<KeyPage> {
+  if (cursor === undefined) return engine.listKeys(base);
+  try {
+    return await engine.listKeys({ ...base, cursor });
+  } catch (error) {
+    if (!typed || !(error instanceof InputValidationError) || error.issues[0]?.path !== "cursor") throw error;
+    throw new InputValidationError(
+      [
+        {
+          path: "--cursor",
+          message:
+            "not a cursor this command printed: copy the value after 'next page: --cursor' (or 'more keys: add --cursor') of the page before",
+        },
+      ],
+      { cause: error },
+    );
   }
 }

@@ -13,6 +13,7 @@ import { registerOutboxRetry } from "./commands/outbox-retry.js";
 import { registerResume } from "./commands/resume.js";
 import { registerStats } from "./commands/stats.js";
 import { registerSweep } from "./commands/sweep.js";
+import { TABLE_WIDTH } from "./format/table.js";
 import type { Io } from "./io.js";
 import { parseSchema } from "./usage.js";
 
@@ -35,7 +36,8 @@ export function createProgram(io: Io): Command {
     .exitOverride()
     .showHelpAfterError()
     .showSuggestionAfterError()
-    .configureHelp({ showGlobalOptions: true, sortSubcommands: false })
+    // Every help text within the 100 columns the tables keep to, whatever the terminal says.
+    .configureHelp({ showGlobalOptions: true, sortSubcommands: false, helpWidth: TABLE_WIDTH })
     .configureOutput({ writeOut: (s) => io.out(s), writeErr: (s) => io.err(s) })
     .addHelpText(
       "after",

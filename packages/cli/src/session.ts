@@ -68,7 +68,7 @@ export async function withSession<T>(
       now = rows[0]?.now ?? new Date();
       present = rows[0]?.present === true;
     } catch (error) {
-      throw new OperationalError(describeDatabaseError(error, where), { cause: error });
+      throw new OperationalError(describeDatabaseError(error, where, "connect"), { cause: error });
     }
     if (options.requireSchema && !present) {
       throw new OperationalError(

@@ -215,9 +215,10 @@ describe("keys show", () => {
     expect(show).not.toHaveProperty("input");
   });
 
-  it("a live lease means 409 until it runs out", () => {
-    expect(r.showLive?.stdout).toMatch(
-      /retry now +409 key_in_progress until \d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ \(in \d+m \d+s\); then take over as\s+attempt 2 and resume after create_order: next step charge/,
+  it("a live lease means 409 while its owner renews it, and a takeover only once the owner stops", () => {
+    const text = (r.showLive?.stdout ?? "").replace(/\n\s+/g, " ");
+    expect(text).toMatch(
+      /retry now +409 key_in_progress while attempt 1 holds the lease, valid until \d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ \(in \d+m \d+s\); a live owner's heartbeat keeps renewing it, so a retry takes over only once the owner stops .*: then it would take over as attempt 2 and resume after create_order: next step charge/,
     );
     expect(r.showLive?.stdout).toMatch(/lease +\d+m \d+s left/);
   });

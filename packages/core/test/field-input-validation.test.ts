@@ -108,9 +108,16 @@ describe("input validation: over-long and malformed keys (BR-19)", () => {
     ["TAB", "k\tk"],
     ["ESC", "\u001b[31mk"],
     ["DEL", "k\u007f"],
+    ["NEL (C1, U+0085)", "k\u0085"],
+    ["C1 U+0080", "\u0080k"],
+    ["C1 U+009F", "k\u009fk"],
   ])("a key holding %s is invalid_key before any SQL, and the message does not echo it", async (_what, key) => {
     const error = await refusedBeforeSql(key);
-    expect(error.message).not.toMatch(/[\u0000-\u001f\u007f]/);
+    expect(error.message).not.toMatch(/[\u0000-\u001f\u007f-\u009f]/);
+  });
+
+  it("a tenant id holding a C1 control character (U+0085) is invalid_key before any SQL", async () => {
+    expect((await refusedBeforeSql("k", "acme\u0085")).message).toMatch(/^tenant id .*control characters/);
   });
 
   it("255 emoji (255 characters, 1020 UTF-8 bytes) are refused: the limit counts UTF-8 bytes", async () => {

@@ -50,7 +50,9 @@ const SPECIAL_CHARS = [
   "\u0001",
   "\u001f",
   "\u007f",
+  "\u0080",
   "\u0085",
+  "\u009f",
   "\u00a0",
   "\u2028",
   "\ufeff",
@@ -129,7 +131,8 @@ function wellFormed(s: string): boolean {
 function isValidKey(v: unknown): boolean {
   if (typeof v !== "string" || v.length === 0) return false;
   if (Buffer.byteLength(v, "utf8") > 255) return false;
-  if (/[\u0000-\u001f\u007f]/.test(v)) return false;
+  // Unicode category Cc: C0, DEL and C1.
+  if (/[\u0000-\u001f\u007f-\u009f]/.test(v)) return false;
   if (/^\s*$/.test(v)) return false;
   return wellFormed(v);
 }

@@ -11,6 +11,7 @@ import { leaseLabel, statusLabel } from "../format/key-table.js";
 import { keyDetailJson } from "../format/record-json.js";
 import { TABLE_WIDTH } from "../format/table.js";
 import { timelineTable } from "../format/timeline.js";
+import { visible } from "../format/visible.js";
 import { wrap } from "../format/wrap.js";
 import type { Io } from "../io.js";
 import { printJson } from "../output.js";
@@ -50,7 +51,9 @@ function outline(record: RunRecord, d: Diagnosis): string {
 function render(io: Io, record: RunRecord, d: Diagnosis, now: Date, opts: ShowOptions): void {
   const p = io.paint;
   const age = formatDuration(now.getTime() - record.createdAt.getTime());
-  io.out(`${p("bold", `${record.tenantId} / ${record.key}`)}  ${record.workflow}  ${statusLabel(record, p)}\n\n`);
+  io.out(
+    `${p("bold", `${visible(record.tenantId)} / ${visible(record.key)}`)}  ${record.workflow}  ${statusLabel(record, p)}\n\n`,
+  );
   io.out(field(p, "stopped", d.stoppedAt));
   io.out(field(p, "retry now", p("bold", describeRetry(record, d))));
   io.out("\n");
@@ -129,7 +132,9 @@ Examples:
       await withDatabase(command, async ({ engine, now }) => {
         const record = await engine.inspect(tenant, key);
         if (!record)
-          throw new OperationalError(`no record for key '${key}' in tenant '${tenant}' (never used, swept or deleted)`);
+          throw new OperationalError(
+            `no record for key '${visible(key)}' in tenant '${visible(tenant)}' (never used, swept or deleted)`,
+          );
         const d = diagnose(record, now);
         if (opts.json) {
           printJson(

@@ -7,6 +7,7 @@ import { ageLabel } from "../format/key-table.js";
 import { keyDetailJson, keyJson } from "../format/record-json.js";
 import type { Row } from "../format/table.js";
 import { renderTable } from "../format/table.js";
+import { visible } from "../format/visible.js";
 import type { Io } from "../io.js";
 import { forEachKeyPage } from "../key-pages.js";
 import { plural, printJsonLines } from "../output.js";
@@ -76,8 +77,8 @@ Examples:
             }
             rows.push(
               [
-                record.tenantId,
-                record.key,
+                visible(record.tenantId),
+                visible(record.key),
                 record.workflow,
                 record.recoveryPoint ?? "-",
                 String(record.attempt),

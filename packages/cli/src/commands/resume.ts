@@ -3,6 +3,7 @@ import type { Command } from "commander";
 import { withDatabase } from "../connection.js";
 import { OperationalError } from "../errors.js";
 import { renderTable } from "../format/table.js";
+import { visible } from "../format/visible.js";
 import type { Io } from "../io.js";
 import { plural, printJsonLines } from "../output.js";
 import { startProgress } from "../progress.js";
@@ -47,14 +48,14 @@ Examples:
         } else {
           const rows = [
             ...report.resumed.map((r) => [
-              r.tenantId,
-              r.key,
+              visible(r.tenantId),
+              visible(r.key),
               r.workflow,
               io.paint("green", "finished"),
               `${r.status} ${r.outcome}`,
             ]),
             ...report.failed.flatMap((f) => [
-              [f.tenantId, f.key, f.workflow, io.paint("red", "failed"), "-"],
+              [visible(f.tenantId), visible(f.key), f.workflow, io.paint("red", "failed"), "-"],
               { note: io.paint("red", f.error.message) },
             ]),
           ];

@@ -28,6 +28,14 @@ export type RetryAction =
       readonly attempt: number;
       readonly resumeAfter: string | null;
       readonly next: Item | null;
+      /**
+       * Takeovers before this one that started no phase or step: each was
+       * refused before it ran (the input schema parsed the stored input
+       * differently than at the claim, or the workflow's items changed), or
+       * its process died at once. When it is above 0, the next one will
+       * most likely be refused too.
+       */
+      readonly refusedBefore: number;
     };
 
 /** Where a run stands, for people and for `--json`. */
@@ -109,8 +117,25 @@ export function diagnose(record: RunRecord, now: Date): Diagnosis {
     inDoubt,
     failure,
     stoppedAt: where,
-    retry: { action: "take_over", attempt: record.attempt + 1, resumeAfter: record.recoveryPoint, next },
+    retry: {
+      action: "take_over",
+      attempt: record.attempt + 1,
+      resumeAfter: record.recoveryPoint,
+      next,
+      refusedBefore: silentTakeovers(record),
+    },
   };
+}
+
+/**
+ * Takeovers (attempts 2 and later) after the last attempt that wrote any
+ * history. A takeover that passes the engine's checks starts its next item
+ * at once and records it; one refused before it runs (WorkflowDefinitionError
+ * from the parsed-input check) has claimed the attempt and left no trace.
+ */
+function silentTakeovers(record: RunRecord): number {
+  const lastActive = Math.max(1, ...(record.history ?? []).map((h) => h.attempt));
+  return Math.max(0, record.attempt - lastActive);
 }
 
 function oneLine(text: string): string {
@@ -137,10 +162,29 @@ export function describeRetry(record: RunRecord, diagnosis: Diagnosis): string {
     case "run_again":
       return `run the workflow again from the start: the record is past retention${r.since ? ` (since ${iso(r.since)})` : ""} and counts as absent`;
     case "wait":
-      return `409 key_in_progress until ${iso(r.until)} (in ${formatDuration(r.retryAfterMs)}); then ${takeOver(record.attempt + 1, r.resumeAfter, diagnosis)}`;
+      // A valid lease says nothing about whether its owner still runs: a live owner's heartbeat
+      // renews it again and again, so "until" is the earliest takeover, not a promise of one.
+      return (
+        `409 key_in_progress while attempt ${record.attempt} holds the lease, valid until ${iso(r.until)} ` +
+        `(in ${formatDuration(r.retryAfterMs)}); a live owner's heartbeat keeps renewing it, so a retry takes over ` +
+        `only once the owner stops (its process died, or \`idempo keys release\`): then it would ` +
+        takeOver(record.attempt + 1, r.resumeAfter, diagnosis)
+      );
     case "take_over":
+      if (r.refusedBefore > 0) return refusedTakeover(record, r.attempt, r.refusedBefore);
       return `${takeOver(r.attempt, r.resumeAfter, diagnosis)}`;
   }
+}
+
+function refusedTakeover(record: RunRecord, attempt: number, refused: number): string {
+  const first = record.attempt - refused + 1;
+  const which = refused === 1 ? `attempt ${first}` : `attempts ${first}-${record.attempt}`;
+  return (
+    `take over as attempt ${attempt}, but ${which} took the run over and started nothing, so the next takeover is ` +
+    "most likely refused before it runs too: the workflow's input schema parses the stored input differently " +
+    "than at the claim (a default or transform that is not deterministic, such as a random id or the time), or " +
+    "its phases and steps changed. Fix the workflow; `idempo resume --workflows <module>` prints the error"
+  );
 }
 
 function takeOver(attempt: number, resumeAfter: string | null, d: Diagnosis): string {

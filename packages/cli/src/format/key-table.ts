@@ -4,6 +4,7 @@ import type { Paint } from "./colour.js";
 import { formatDuration, formatLease } from "./duration.js";
 import type { Column, Row } from "./table.js";
 import { renderTable } from "./table.js";
+import { visible } from "./visible.js";
 
 /** `stuck`, `in flight`, `completed` or `expired` (completed past retention), coloured. */
 export function statusLabel(record: RunRecord, paint: Paint): string {
@@ -35,8 +36,8 @@ const COLUMNS: Column[] = [
 /** Render records, newest first as given, as an aligned table within 100 columns. */
 export function keyTable(records: readonly RunRecord[], now: Date, paint: Paint): string {
   const rows: Row[] = records.map((r) => [
-    r.tenantId,
-    r.key,
+    visible(r.tenantId),
+    visible(r.key),
     r.workflow,
     statusLabel(r, paint),
     r.recoveryPoint ?? "-",

@@ -4,6 +4,7 @@ import type { Paint } from "./colour.js";
 import { iso } from "./diagnosis.js";
 import type { Row } from "./table.js";
 import { renderTable } from "./table.js";
+import { visible } from "./visible.js";
 
 /** The `--json` shape of one outbox message (times as ISO strings). */
 export function outboxJson(m: OutboxEntry): Record<string, unknown> {
@@ -32,9 +33,9 @@ function statusCell(m: OutboxEntry, paint: Paint): string {
 export function outboxTable(messages: readonly OutboxEntry[], paint: Paint): string {
   const rows: Row[] = messages.flatMap((m): Row[] => {
     const row: Row = [
-      m.tenantId,
+      visible(m.tenantId),
       m.messageId,
-      m.key,
+      visible(m.key),
       m.topic,
       statusCell(m, paint),
       String(m.attempts),
@@ -45,7 +46,8 @@ export function outboxTable(messages: readonly OutboxEntry[], paint: Paint): str
   return renderTable(
     [
       { header: "TENANT", shrink: true },
-      { header: "MESSAGE", shrink: true },
+      // Never cut: `idempo outbox retry TENANT MESSAGE_ID` needs the id whole.
+      { header: "MESSAGE" },
       { header: "KEY", shrink: true },
       { header: "TOPIC", shrink: true },
       { header: "STATUS" },

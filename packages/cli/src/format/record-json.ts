@@ -81,7 +81,7 @@ type RetryJson =
   | { action: "replay"; status: number; until: string | null }
   | { action: "run_again"; since: string | null }
   | { action: "wait"; until: string; retryAfterMs: number; thenResumeAfter: string | null }
-  | { action: "take_over"; attempt: number; resumeAfter: string | null; next: string | null };
+  | { action: "take_over"; attempt: number; resumeAfter: string | null; next: string | null; refusedBefore: number };
 
 function retryJson(r: RetryAction): RetryJson {
   switch (r.action) {
@@ -102,6 +102,7 @@ function retryJson(r: RetryAction): RetryJson {
         attempt: r.attempt,
         resumeAfter: r.resumeAfter,
         next: r.next ? `${r.next.kind}:${r.next.name}` : null,
+        refusedBefore: r.refusedBefore,
       };
   }
 }

@@ -190,3 +190,78 @@ describe("hasLoneSurrogate", () => {
     expect(hasLoneSurrogate(s)).toBe(expected);
   });
 });
+
+describe("objects with toJSON: followed as JSON.stringify follows them", () => {
+  class Decimal {
+    constructor(readonly digits: string) {}
+    toJSON() {
+      return this.digits;
+    }
+  }
+
+  it("calls toJSON on a plain object instead of refusing it as a function member", () => {
+    const value = { t: { toJSON: () => ({ at: "noon" }) } };
+    expect(accepted(value)).toEqual(JSON.parse(JSON.stringify(value)));
+  });
+
+  it("calls toJSON on a class instance, with the member name or index as its argument", () => {
+    const seen: string[] = [];
+    const probe = {
+      toJSON(key: string) {
+        seen.push(key);
+        return key;
+      },
+    };
+    expect(accepted({ price: new Decimal("10.50"), list: [probe], probe })).toEqual({
+      price: "10.50",
+      list: ["0"],
+      probe: "probe",
+    });
+    expect(seen).toEqual(["0", "probe"]);
+    // The root value gets the empty key, as JSON.stringify passes it.
+    expect(accepted(probe)).toBe("");
+  });
+
+  it("checks what toJSON returns by the same rules, naming the path and toJSON", () => {
+    const [issue] = rejected({ t: { toJSON: () => ({ n: 10n }) } });
+    expect(issue).toEqual({ path: "$.t.n", message: expect.stringMatching(/BigInt.*\(returned by toJSON\)/) });
+  });
+
+  it("calls toJSON once per value, as JSON does: a toJSON that returns itself is not a loop", () => {
+    const self = {
+      toJSON() {
+        return self;
+      },
+    };
+    const [issue] = rejected({ self });
+    expect(issue?.path).toBe("$.self.toJSON");
+    expect(issue?.message).toMatch(/function/);
+  });
+
+  it("reports a toJSON that throws with its message", () => {
+    const [issue] = rejected({
+      t: {
+        toJSON() {
+          throw new Error("not ready");
+        },
+      },
+    });
+    expect(issue).toEqual({ path: "$.t", message: "toJSON() threw: not ready" });
+  });
+});
+
+describe("paths of very deep values are shortened", () => {
+  it("prints both ends of a deep path and counts the levels left out", () => {
+    let deep: unknown = 1;
+    for (let i = 0; i < 2000; i++) deep = [deep];
+    const [issue] = rejected(deep);
+    expect(issue?.message).toMatch(/deeper than 512/);
+    expect(issue?.path).toMatch(/^\$\[0\]\[0\]\[0\]\[0\]…\(\d+ levels\)…\[0\]\[0\]$/);
+    expect(issue?.path.length).toBeLessThan(60);
+  });
+
+  it("keeps paths of ordinary depth whole", () => {
+    const [issue] = rejected({ a: { b: { c: [{ d: 1n }] } } });
+    expect(issue?.path).toBe("$.a.b.c[0].d");
+  });
+});

@@ -41,8 +41,8 @@ describe("input validation: assertValidKey", () => {
     expect(refusal("", "idempotency key").message).toMatch(/^idempotency key /);
   });
 
-  it.each([...Array.from({ length: 0x20 }, (_, c) => c), 0x7f])(
-    "refuses control character (code point %i) anywhere in the value",
+  it.each([...Array.from({ length: 0x20 }, (_, c) => c), ...Array.from({ length: 0x21 }, (_, c) => 0x7f + c)])(
+    "refuses control character (code point %i, category Cc: C0, DEL and C1) anywhere in the value",
     (code) => {
       const ch = String.fromCharCode(code);
       for (const v of [`${ch}abc`, `ab${ch}c`, `abc${ch}`]) {
@@ -54,9 +54,11 @@ describe("input validation: assertValidKey", () => {
     },
   );
 
-  it("accepts characters outside the C0/DEL ranges the spec names (U+0080-U+009F, U+2028)", () => {
-    accepts("a\u0085b");
+  it("accepts the characters around the Cc ranges and the separators that are not Cc (U+00A0, U+2028, U+2029)", () => {
+    accepts("a\u00a0b");
     accepts("a\u2028b");
+    accepts("a\u2029b");
+    accepts("a\u007eb");
   });
 
   it("accepts exactly 255 ASCII bytes and refuses 256", () => {

@@ -4,8 +4,9 @@ import { hasLoneSurrogate } from "../json/json-value.js";
 /** Longest key or tenant id accepted, in UTF-8 bytes (the IETF draft and Stripe cap keys at 255). */
 export const MAX_KEY_BYTES = 255;
 
-// C0 controls and DEL. Values are otherwise taken verbatim: never trimmed, never case-folded.
-const CONTROL = /[\u0000-\u001F\u007F]/;
+// Unicode category Cc: C0 controls, DEL and C1 controls (U+0085 NEL among them, a line break to
+// some terminals and log readers). Values are otherwise taken verbatim: never trimmed, never case-folded.
+const CONTROL = /[\u0000-\u001F\u007F-\u009F]/;
 
 /**
  * Check an idempotency key or tenant id before anything touches the
@@ -13,7 +14,7 @@ const CONTROL = /[\u0000-\u001F\u007F]/;
  *
  * @throws InvalidIdempotencyKeyError when the value is not a string, is
  *   empty or whitespace only, exceeds 255 UTF-8 bytes, or holds a control
- *   character (U+0000-U+001F, U+007F).
+ *   character (Unicode category Cc: U+0000-U+001F, U+007F-U+009F).
  */
 export function assertValidKey(value: unknown, what: string): asserts value is string {
   if (typeof value !== "string") {

@@ -7,6 +7,7 @@ import { createHash } from "node:crypto";
 import { InputValidationError, UnstorableValueError, WorkflowDefinitionError } from "../errors.js";
 import type { JsonObject, JsonValue } from "../json/json-value.js";
 import { toJsonValue } from "../json/json-value.js";
+import { schemaIssue } from "../json/schema-issue.js";
 import type { Definition } from "../workflow/definition.js";
 
 const DATE_SETTERS = Object.getOwnPropertyNames(Date.prototype).filter((name) => name.startsWith("set"));
@@ -48,10 +49,7 @@ export async function parseInput(def: Definition, json: JsonValue): Promise<unkn
   const parsed = await def.schema.safeParseAsync(json);
   if (!parsed.success) {
     throw new InputValidationError(
-      parsed.error.issues.map((issue) => ({
-        path: `$${issue.path.map((p) => (typeof p === "number" ? `[${p}]` : `.${String(p)}`)).join("")}`,
-        message: issue.message,
-      })),
+      parsed.error.issues.map((issue) => schemaIssue(issue, json)),
       { cause: parsed.error },
     );
   }

@@ -4,6 +4,7 @@
  * the decisions, the stored format and the error table live in the shared
  * runtime.
  */
+import { tracingChannel } from "node:diagnostics_channel";
 import type { ServerResponse } from "node:http";
 import type { Engine, Workflow } from "@idempo/core";
 import type { NextFunction, Request, RequestHandler, Response } from "express";
@@ -38,6 +39,10 @@ export type { HandlerRun } from "../runtime/wrapped-run.js";
  * response lets a retry run it again once the lease expires. Use
  * {@link idempotent} with a workflow when that matters.
  *
+ * Only what a route handler answered is stored: a request no route takes
+ * (mounted with `app.use()`) and an error passed to Express's error
+ * handling after this middleware go out unstored and release the claim.
+ *
  * Inside the handler, `res.locals.idempotency` is the {@link HandlerRun}.
  *
  * @example
@@ -46,6 +51,7 @@ export type { HandlerRun } from "../runtime/wrapped-run.js";
  */
 export function idempotency(engine: Engine, options: IdempotencyOptions<Request>): RequestHandler {
   const settings = wrapSettings(engine, options);
+  watchRouterErrors();
   return (req, res, next) => {
     handle(req, res, next).catch(next);
   };
@@ -62,11 +68,15 @@ export function idempotency(engine: Engine, options: IdempotencyOptions<Request>
     if (start.kind === "reply") return sendReply(res, closingIfUnread(start.reply, req.httpVersionMajor));
     res.locals.idempotency = start.run satisfies HandlerRun;
     const capture = captureResponse(res, settings.maxResponseBytes);
+    failedRequests.delete(req);
     next();
     const captured = await capture.done;
+    // Mounted with app.use(), no route may have taken the request (Express's 404), and an error
+    // anywhere after this middleware ends in an error handler's answer: neither is the handler's.
+    const answered = req.route !== undefined && !failedRequests.has(req);
     let finished: Finished;
     try {
-      finished = await start.finish(captured);
+      finished = await start.finish(captured, answered);
     } catch (error) {
       // The handler has answered and `next` is spent: nothing downstream can take this error any more.
       console.error(
@@ -81,11 +91,13 @@ export function idempotency(engine: Engine, options: IdempotencyOptions<Request>
 
 /**
  * A route handler that runs `workflow` through `engine.runOnce` and answers
- * with its `{ status, body }` as JSON. Needs a body parser before it when
- * the input comes from the body.
+ * with its `{ status, body }` as JSON. Without a body parser before it, it
+ * reads the body itself (up to `maxRequestBytes`, 4 MiB by default; 413
+ * above it) and sets `req.body` (parsed JSON, or a Buffer for other media
+ * types) before `input` runs; a parser mounted before it applies its own limit.
  *
  * @example
- * app.post('/charges', express.json(), idempotent(engine, createCharge, {
+ * app.post('/charges', idempotent(engine, createCharge, {
  *   tenant: (req) => req.user?.accountId,
  *   input: (req) => ({ ...req.body }),
  * }))
@@ -109,12 +121,44 @@ export function idempotent<In, B>(
     runWorkflowRoute(route, {
       keyLines: headerLines(req.rawHeaders, IDEMPOTENCY_KEY_HEADER),
       tenant: () => resolveTenant(options.tenant, req),
+      readBody: async (maxBytes) => {
+        // A parser mounted before the route has read the body already, under its own limit.
+        if (req.body === undefined && hasBody(req) && !req.readableEnded) await bodyOf(req, maxBytes);
+      },
       input: async () => options.input(req),
     })
-      .then((reply) => sendReply(res, reply))
+      .then((reply) => sendReply(res, closingIfUnread(reply, req.httpVersionMajor)))
       .catch(next);
   };
-  return markWorkflowRoute(handler);
+  return markWorkflowRoute(handler, route);
+}
+
+/** Requests whose handling passed an error to Express's error handling (see {@link watchRouterErrors}). */
+const failedRequests = new WeakSet<object>();
+let watching = false;
+
+/**
+ * Learn which requests failed through the router's documented
+ * diagnostics channel (`express.router.request`, router 2.3 and later,
+ * which Express 5 installs): its `error` event names the request whose
+ * handler or middleware threw, rejected or called `next(err)`, and every
+ * error handler's invocation starts with `errorHandler` set. Express gives
+ * a middleware no other way to see an error raised after it.
+ */
+function watchRouterErrors(): void {
+  if (watching) return;
+  watching = true;
+  tracingChannel<object, { req?: object; errorHandler?: boolean }>("express.router.request").subscribe({
+    start(ctx) {
+      if (ctx.errorHandler && ctx.req) failedRequests.add(ctx.req);
+    },
+    end() {},
+    asyncStart() {},
+    asyncEnd() {},
+    error(ctx) {
+      if (ctx.req) failedRequests.add(ctx.req);
+    },
+  });
 }
 
 function routeOf(req: Request): RouteFacts {

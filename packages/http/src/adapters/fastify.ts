@@ -18,7 +18,7 @@ import { statusAllowsBody } from "../response/reply.js";
 import type { IdempotencyOptions, IdempotentOptions, WrapSettings } from "../runtime/options.js";
 import { wrapSettings } from "../runtime/options.js";
 import { problemHeadersToDrop } from "../runtime/send.js";
-import { isWorkflowRoute, markWorkflowRoute, runWorkflowRoute, workflowRoute } from "../runtime/workflow-route.js";
+import { markWorkflowRoute, runWorkflowRoute, workflowRoute, workflowRouteLimit } from "../runtime/workflow-route.js";
 import type { HandlerRun, WrappedStart } from "../runtime/wrapped-run.js";
 import { startWrapped } from "../runtime/wrapped-run.js";
 
@@ -27,7 +27,7 @@ export type { HandlerRun } from "../runtime/wrapped-run.js";
 /** Per-route settings in a route's `config.idempotency`; they override the plugin's. */
 export type RouteIdempotency = Pick<
   IdempotencyOptions<FastifyRequest>,
-  "required" | "replayHeaders" | "maxResponseBytes" | "storeResponse" | "leaseMs" | "retentionMs"
+  "required" | "replayHeaders" | "maxRequestBytes" | "maxResponseBytes" | "storeResponse" | "leaseMs" | "retentionMs"
 >;
 
 declare module "fastify" {
@@ -45,8 +45,12 @@ declare module "fastify" {
   }
 }
 
-/** Options of the Fastify plugin. Request bodies are limited by Fastify's own `bodyLimit`. */
-export type FastifyIdempotencyOptions = Omit<IdempotencyOptions<FastifyRequest>, "maxRequestBytes">;
+/**
+ * Options of the Fastify plugin. `maxRequestBytes` becomes the `bodyLimit`
+ * of each route the plugin covers (and of workflow routes registered after
+ * it, with their own `maxRequestBytes`) unless the route sets `bodyLimit`.
+ */
+export type FastifyIdempotencyOptions = IdempotencyOptions<FastifyRequest>;
 
 type Execution = Extract<WrappedStart, { kind: "execute" }>;
 
@@ -72,6 +76,10 @@ export function idempotency(engine: Engine, options: FastifyIdempotencyOptions):
   const byRoute = new WeakMap<object, WrapSettings | null>();
   const executions = new WeakMap<FastifyRequest, { execution: Execution; maxBytes: number }>();
   const replays = new WeakMap<FastifyRequest, HttpReply>();
+  // Requests whose route handler was called, and those an error went through: only a handler's
+  // own reply is stored, never a hook's or the error handler's.
+  const handled = new WeakSet<FastifyRequest>();
+  const failed = new WeakSet<FastifyRequest>();
 
   const settingsOf = (request: FastifyRequest): WrapSettings | null => {
     // No route answers a 404: nothing to run once.
@@ -96,7 +104,28 @@ export function idempotency(engine: Engine, options: FastifyIdempotencyOptions):
     app.decorateRequest("idempotency", null);
     // Fastify binds handlers when it registers them, so workflow routes are told apart here.
     app.addHook("onRoute", (route) => {
-      if (isWorkflowRoute(route.handler)) route.config = { ...route.config, idempotency: false };
+      const flowLimit = workflowRouteLimit(route.handler);
+      if (flowLimit !== undefined) {
+        route.config = { ...route.config, idempotency: false };
+        route.bodyLimit ??= flowLimit;
+        return;
+      }
+      const own = (route.config as { idempotency?: boolean | RouteIdempotency } | undefined)?.idempotency;
+      const methods = Array.isArray(route.method) ? route.method : [route.method];
+      const covered = own === undefined ? methods.some((m) => base.methods.has(m.toUpperCase())) : own !== false;
+      if (!covered) return;
+      const limit =
+        typeof own === "object" && own.maxRequestBytes !== undefined ? own.maxRequestBytes : base.maxRequestBytes;
+      route.bodyLimit ??= limit;
+      const handler = route.handler;
+      route.handler = function handledOnce(this: unknown, request, reply) {
+        handled.add(request);
+        return (handler as (...args: unknown[]) => unknown).call(this, request, reply);
+      } as typeof route.handler;
+    });
+
+    app.addHook("onError", async (request) => {
+      failed.add(request);
     });
 
     app.addHook("preHandler", async (request, reply) => {
@@ -129,7 +158,8 @@ export function idempotency(engine: Engine, options: FastifyIdempotencyOptions):
       if (!pending) return payload;
       executions.delete(request);
       const captured = await capturePayload(reply, payload, pending.maxBytes);
-      const finished = await pending.execution.finish(captured);
+      const answered = handled.has(request) && !failed.has(request);
+      const finished = await pending.execution.finish(captured, answered);
       if (finished.kind === "stored") {
         if (statusAllowsBody(reply.statusCode)) reply.header("content-length", finished.body.length);
         return finished.body;
@@ -173,7 +203,7 @@ export function idempotent<In, B>(
     });
     return sendReply(reply, answer);
   };
-  return markWorkflowRoute(handler);
+  return markWorkflowRoute(handler, route);
 }
 
 /** Every method of the request's route: a route that opts in takes part whatever its method. */

@@ -68,11 +68,14 @@ export function idempotency<E extends Env = Env>(
     try {
       await next();
     } catch (error) {
-      await start.abandon(error);
+      await start.abandon();
       throw error;
     }
     const original = c.res;
-    const finished = await start.finish(await captureResponse(original, settings.maxResponseBytes));
+    // Hono turns an error thrown after this middleware into its onError answer and records it as
+    // c.error: that answer is the framework's, not the handler's, and is never stored.
+    const answered = c.error === undefined;
+    const finished = await start.finish(await captureResponse(original, settings.maxResponseBytes), answered);
     let answer: Response;
     if (finished.kind === "stored") {
       answer = new Response(statusAllowsBody(original.status) ? finished.body : null, {
@@ -108,13 +111,19 @@ export function idempotent<In, B, E extends Env = Env>(
   const route = workflowRoute(engine, workflow, options);
   const handler: Handler<E> = async (c) =>
     toResponse(
-      await runWorkflowRoute(route, {
-        keyLines: keyLinesOf(c),
-        tenant: () => resolveTenant(options.tenant, c),
-        input: async () => options.input(c),
-      }),
+      closingIfUnread(
+        await runWorkflowRoute(route, {
+          keyLines: keyLinesOf(c),
+          tenant: () => resolveTenant(options.tenant, c),
+          readBody: async (maxBytes) => {
+            await cacheBody(c, maxBytes);
+          },
+          input: async () => options.input(c),
+        }),
+        incomingOf(c)?.httpVersionMajor,
+      ),
     );
-  return markWorkflowRoute(handler);
+  return markWorkflowRoute(handler, route);
 }
 
 /** Node's request when served by @hono/node-server. */
@@ -161,16 +170,25 @@ function targetOf(c: Context): { route: RouteFacts; handler: unknown } {
 
 async function bodyOf(c: Context, maxBytes: number): Promise<BodyFacts> {
   const type = c.req.header("content-type");
-  const raw = c.req.raw;
   // Read by an earlier middleware through c.req: Hono rebuilds the bytes from its body cache.
-  if (raw.bodyUsed) return bodyFromBytes(new Uint8Array(await c.req.arrayBuffer()), type);
-  if (raw.body === null) return { kind: "none" };
+  if (c.req.raw.bodyUsed) return bodyFromBytes(new Uint8Array(await c.req.arrayBuffer()), type);
+  const bytes = await cacheBody(c, maxBytes);
+  return bytes === undefined ? { kind: "none" } : bodyFromBytes(bytes, type);
+}
+
+/**
+ * Read the raw body within `maxBytes` into Hono's body cache, so the
+ * handler's c.req.json() / text() / arrayBuffer() are served from it.
+ * Nothing to do when there is no body or something has read it already.
+ */
+async function cacheBody(c: Context, maxBytes: number): Promise<Buffer | undefined> {
+  const raw = c.req.raw;
+  if (raw.bodyUsed || raw.body === null) return undefined;
   const bytes = await readBody(Readable.fromWeb(raw.body as never), c.req.header("content-length"), maxBytes);
-  // The handler's c.req.json() / text() / arrayBuffer() are served from this cache.
   (c.req.bodyCache as Record<string, unknown>).arrayBuffer = Promise.resolve(
     bytes.buffer.slice(bytes.byteOffset, bytes.byteOffset + bytes.byteLength),
   );
-  return bodyFromBytes(bytes, type);
+  return bytes;
 }
 
 function headersRecord(headers: Headers): Record<string, string | string[]> {

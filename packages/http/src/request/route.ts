@@ -48,7 +48,7 @@ const NAME_MAX = 100;
  * hash; control characters (from a decoded path) are replaced.
  */
 export function wrappedWorkflowName(route: RouteFacts): string {
-  const name = `http ${route.method} ${route.route}`.replace(/[\u0000-\u001f\u007f]/g, "\ufffd");
+  const name = `http ${route.method} ${route.route}`.replace(/[\u0000-\u001f\u007f-\u009f]/g, "\ufffd");
   if (name.length <= NAME_MAX) return name;
   const hash = createHash("sha256").update(name).digest("hex").slice(0, 12);
   return `${name.slice(0, NAME_MAX - hash.length - 1)}~${hash}`;

@@ -14,6 +14,18 @@ export type TenantResolver<Req> = (request: Req) => string | undefined | Promise
 export interface CommonOptions<Req> {
   /** The tenant of the request; required. See {@link TenantResolver}. */
   tenant: TenantResolver<Req>;
+  /**
+   * Largest request body, in bytes, of a request that carries a key: a
+   * larger one is refused with 413 `request_too_large` before anything is
+   * claimed or run (by its Content-Length when it has one, else while it is
+   * read). The same default on every framework and in both modes
+   * (Default: 4 194 304, 4 MiB). On Fastify the
+   * plugin sets it as the `bodyLimit` of the routes it covers and of
+   * workflow routes registered after it; a route's own `bodyLimit` wins.
+   * A body parser mounted before the middleware on Express applies its own
+   * limit first.
+   */
+  maxRequestBytes?: number;
 }
 
 /** Options of the middleware that wraps existing route handlers. */
@@ -33,12 +45,6 @@ export interface IdempotencyOptions<Req> extends CommonOptions<Req> {
    * here (Default: none).
    */
   replayHeaders?: readonly string[];
-  /**
-   * Largest request body, in bytes, the middleware reads to fingerprint a
-   * request; a larger one is refused with 413 before the handler runs
-   * (Default: 1 048 576, 1 MiB). Fastify enforces its own `bodyLimit` instead.
-   */
-  maxRequestBytes?: number;
   /**
    * Largest response body, in bytes, that is buffered and stored (Default:
    * 1 048 576, 1 MiB). Raise it to store larger bodies. A body above it
@@ -92,6 +98,13 @@ export interface WrapSettings {
 
 const MIB = 1024 * 1024;
 
+/**
+ * Default largest request body of an idempotent request, in bytes (4 MiB):
+ * room for a 2 MiB JSON document, while a body of many megabytes is never
+ * read into memory or stored whole as a run's input.
+ */
+const DEFAULT_MAX_REQUEST_BYTES = 4 * MIB;
+
 function positiveInt(name: string, value: number | undefined, fallback: number): number {
   if (value === undefined) return fallback;
   if (!Number.isSafeInteger(value) || value <= 0)
@@ -109,6 +122,11 @@ export function checkCommon<Req>(engine: Engine, options: CommonOptions<Req>): v
   }
 }
 
+/** The request limit of either mode, with its default. */
+export function maxRequestBytes(options: { maxRequestBytes?: number | undefined }): number {
+  return positiveInt("maxRequestBytes", options.maxRequestBytes, DEFAULT_MAX_REQUEST_BYTES);
+}
+
 /** The middleware's settings with defaults applied. */
 export function wrapSettings<Req>(engine: Engine, options: IdempotencyOptions<Req>): WrapSettings {
   checkCommon(engine, options);
@@ -121,7 +139,7 @@ export function wrapSettings<Req>(engine: Engine, options: IdempotencyOptions<Re
     required: options.required === true,
     methods: new Set((options.methods ?? ["POST", "PATCH"]).map((m) => m.toUpperCase())),
     replayHeaders: replayHeaderSet(options.replayHeaders),
-    maxRequestBytes: positiveInt("maxRequestBytes", options.maxRequestBytes, MIB),
+    maxRequestBytes: maxRequestBytes(options),
     maxResponseBytes: positiveInt("maxResponseBytes", options.maxResponseBytes, MIB),
     storeResponse: options.storeResponse ?? (() => true),
     workflowOptions,

@@ -13,7 +13,7 @@ import { isIdempoError, problemReply } from "../problem/problem.js";
 import type { HttpReply } from "../response/reply.js";
 import { jsonReply, REPLAYED_HEADER } from "../response/reply.js";
 import type { IdempotentOptions } from "./options.js";
-import { checkCommon } from "./options.js";
+import { checkCommon, maxRequestBytes } from "./options.js";
 
 /**
  * Marks handlers made by `idempotent()`, so middleware mounted for a whole
@@ -22,21 +22,34 @@ import { checkCommon } from "./options.js";
  */
 const WORKFLOW_ROUTE: unique symbol = Symbol.for("@idempo/http.workflow-route");
 
-/** Mark a framework handler as a workflow route. */
-export function markWorkflowRoute<H extends object>(handler: H): H {
-  Object.defineProperty(handler, WORKFLOW_ROUTE, { value: true });
+/** Mark a framework handler as a workflow route with its request limit. */
+export function markWorkflowRoute<H extends object>(handler: H, route: { maxRequestBytes: number }): H {
+  Object.defineProperty(handler, WORKFLOW_ROUTE, { value: { maxRequestBytes: route.maxRequestBytes } });
   return handler;
+}
+
+/** The request limit of a handler made by `idempotent()`, or undefined for any other handler. */
+export function workflowRouteLimit(handler: unknown): number | undefined {
+  if (typeof handler !== "function") return undefined;
+  const mark = (handler as unknown as Record<symbol, { maxRequestBytes: number } | undefined>)[WORKFLOW_ROUTE];
+  return mark?.maxRequestBytes;
 }
 
 /** True for handlers made by `idempotent()`. */
 export function isWorkflowRoute(handler: unknown): boolean {
-  return typeof handler === "function" && (handler as unknown as Record<symbol, unknown>)[WORKFLOW_ROUTE] === true;
+  return workflowRouteLimit(handler) !== undefined;
 }
 
 /** A request as a workflow route needs it; the adapter fills it in. */
 export interface WorkflowRequest<In> {
   readonly keyLines: readonly string[];
   tenant(): Promise<string>;
+  /**
+   * Read the body, refusing it past `maxBytes` (413), before `input` sees
+   * it; for frameworks that have not read it yet (Express without a
+   * parser, Hono). Fastify's `bodyLimit` has done this already.
+   */
+  readBody?(maxBytes: number): Promise<void>;
   input(): Promise<In>;
 }
 
@@ -45,6 +58,8 @@ export interface WorkflowRoute<Req, In, B> {
   readonly engine: Engine;
   readonly workflow: Workflow<In, B>;
   readonly options: IdempotentOptions<Req, In>;
+  /** Largest request body read, in bytes. */
+  readonly maxRequestBytes: number;
 }
 
 /** @throws TypeError on a missing workflow, input builder or tenant resolver. */
@@ -58,7 +73,7 @@ export function workflowRoute<Req, In, B>(
   if (typeof options.input !== "function") {
     throw new TypeError("options.input is required: a function that builds the workflow's input from the request");
   }
-  return { engine, workflow: wf, options };
+  return { engine, workflow: wf, options, maxRequestBytes: maxRequestBytes(options) };
 }
 
 /**
@@ -89,6 +104,7 @@ export async function runWorkflowRoute<Req, In, B>(
       key = `auto-${randomUUID()}`;
     }
     const tenantId = await request.tenant();
+    await request.readBody?.(route.maxRequestBytes);
     const input = await readInput(request);
     const result = await route.engine.runOnce(route.workflow, { tenantId, key, input });
     const headers: Record<string, string> = {};

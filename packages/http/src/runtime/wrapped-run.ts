@@ -57,10 +57,16 @@ export type WrappedStart =
   | {
       readonly kind: "execute";
       readonly run: HandlerRun;
-      /** Store the handler's response; resolves with what to send instead of it. */
-      finish(captured: CapturedResponse): Promise<Finished>;
-      /** The handler failed without a response: leave the key in flight (the engine records the error). */
-      abandon(error: unknown): Promise<void>;
+      /**
+       * Store the handler's response; resolves with what to send instead of
+       * it. With `answered: false` the response is not the handler's answer
+       * (no route took the request, or an error escaped into the
+       * framework's error handling): nothing is stored, the claim is
+       * released, and the response goes out as it is.
+       */
+      finish(captured: CapturedResponse, answered?: boolean): Promise<Finished>;
+      /** The handler failed without any response: nothing is stored and the claim is released. */
+      abandon(): Promise<void>;
     };
 
 /**
@@ -72,6 +78,14 @@ export type WrappedStart =
 export type Finished =
   | { readonly kind: "stored"; readonly body: Buffer }
   | { readonly kind: "problem"; readonly reply: HttpReply };
+
+/** Stands in for the response a handler never produced (its error went past the middleware). */
+const NO_RESPONSE: CapturedResponse = Object.freeze({
+  status: 500,
+  headers: {},
+  body: Buffer.alloc(0),
+  overflowed: false,
+});
 
 function replayOf(result: RunResult<unknown>): HttpReply {
   const reply = loadResponse(result.body as JsonValue);
@@ -125,15 +139,17 @@ async function claim(
   req: { tenantId: string; key: string; route: RouteFacts; input: Record<string, unknown> },
 ): Promise<WrappedStart> {
   const started = deferred<HandlerRun>();
-  const handed = deferred<CapturedResponse>();
+  const handed = deferred<{ captured: CapturedResponse; answered: boolean }>();
   let stored: JsonObject | undefined;
 
   const wf = workflow(wrappedWorkflowName(req.route), settings.workflowOptions)
     .step("handler", async (ctx) => {
       started.resolve({ key: ctx.key, tenantId: ctx.tenantId, derivedKey: ctx.idempotencyKey, attempt: ctx.attempt });
-      const captured = await handed.promise;
+      const { captured, answered } = await handed.promise;
       stored = storeResponse(captured, settings.replayHeaders);
-      if (!captured.overflowed && !settings.storeResponse(captured.status)) {
+      // A framework's 404 or error page is no answer of the handler's: keeping it would replay a
+      // stack trace, or a 404 for a route added later, to every retry.
+      if (!answered || (!captured.overflowed && !settings.storeResponse(captured.status))) {
         // Before anything committed: deletes the claim, stores nothing.
         ctx.reject(captured.status, stored);
       }
@@ -154,8 +170,8 @@ async function claim(
   return {
     kind: "execute",
     run: first.run,
-    async finish(captured) {
-      handed.resolve(captured);
+    async finish(captured, answered = true) {
+      handed.resolve({ captured, answered });
       let result: RunResult<unknown>;
       try {
         result = await running;
@@ -163,13 +179,14 @@ async function claim(
         if (isIdempoError(error)) return { kind: "problem", reply: problemReply(error) };
         throw error;
       }
+      if (!answered && !captured.overflowed) return { kind: "stored", body: captured.body };
       const reply = replayOf(result);
       if (captured.overflowed || reply.status !== captured.status) return { kind: "problem", reply };
       // The first caller gets every header the handler set (cookies too) with the stored bytes.
       return { kind: "stored", body: reply.body };
     },
-    async abandon(error) {
-      handed.reject(error);
+    async abandon() {
+      handed.resolve({ captured: NO_RESPONSE, answered: false });
       await running.catch(() => undefined);
     },
   };

@@ -13,10 +13,15 @@ import { send, sendH2, sendRaw } from "./client.ts";
 import { useTestDatabase } from "./database.ts";
 import { Effects } from "./effects.ts";
 import type { Harness, RunningApp } from "./routes.ts";
+import { FAIL_BEFORE_HANDLER } from "./routes.ts";
 
 type Header = readonly [string, string];
 
 const MIB = 1024 * 1024;
+/** The default request limit of both modes on every adapter (docs/http.md). */
+const DEFAULT_REQUEST_LIMIT = 4 * MIB;
+/** The limit the `/wrapped/small` and `/refunds/small` routes set with `maxRequestBytes`. */
+const SMALL_LIMIT = 64 * 1024;
 
 export function behaviourSuite(harness: Harness): void {
   const t = useTestDatabase();
@@ -475,13 +480,25 @@ export function behaviourSuite(harness: Harness): void {
       expect(effects.runs(tag)).toBe(2);
     });
 
-    it("stores a handler's error answer like any other, so a retry does not run it again", async () => {
+    it("stores a handler's own error answer like any other, so a retry does not run it again", async () => {
+      const key = newKey();
+      const tag = uid();
+      const first = await post("/wrapped/answers-500", key, { tag });
+      expect(first.status).toBe(500);
+      expectReplay(first, await post("/wrapped/answers-500", key, { tag }));
+      expect(effects.runs(tag)).toBe(1);
+    });
+
+    it("never stores a thrown error: the error handler's answer goes out, the key is released", async () => {
       const key = newKey();
       const tag = uid();
       const first = await post("/wrapped/fail", key, { tag });
       expect(first.status).toBe(500);
-      expectReplay(first, await post("/wrapped/fail", key, { tag }));
-      expect(effects.runs(tag)).toBe(1);
+      expect(await rowsFor(key)).toBe(0);
+      const again = await post("/wrapped/fail", key, { tag });
+      expect(again.status).toBe(500);
+      expect(again.headers["idempotent-replayed"]).toBeUndefined();
+      expect(effects.runs(tag)).toBe(2);
     });
 
     it("409 lease_lost for an attempt that was taken over while its handler ran", async () => {
@@ -519,13 +536,13 @@ export function behaviourSuite(harness: Harness): void {
     it("413 for a request body above the limit, before the handler runs", async () => {
       const key = newKey();
       const tag = uid();
-      const res = await post("/wrapped/orders", key, { tag, pad: "p".repeat(MIB + 10) });
+      const res = await post("/wrapped/small", key, { tag, pad: "p".repeat(SMALL_LIMIT) });
       expect(res.status).toBe(413);
       // Without a Content-Length, the limit applies while the body is read.
       const chunked = await call({
-        path: "/wrapped/orders",
+        path: "/wrapped/small",
         headers: [auth(), ["Idempotency-Key", key], ["Content-Type", "application/json"]],
-        body: JSON.stringify({ tag, pad: "p".repeat(MIB + 10) }),
+        body: JSON.stringify({ tag, pad: "p".repeat(SMALL_LIMIT) }),
         chunked: true,
       });
       expect(chunked.status).toBe(413);
@@ -608,6 +625,102 @@ export function behaviourSuite(harness: Harness): void {
       expect(again.headers["content-type"]).toBe(first.headers["content-type"]);
       expect(again.headers["set-cookie"]).toBeUndefined();
       expect(again.headers["x-custom"]).toBeUndefined();
+    });
+  });
+
+  describe(`${harness.name}: request limits (one default for both modes, one option)`, () => {
+    it("a 2 MiB request runs once and replays under the defaults, on a wrapped route and on a workflow route", async () => {
+      const blob = "b".repeat(2 * MIB);
+      const tag = uid();
+      const wrapKey = newKey();
+      const wrapped = await post("/wrapped/orders", wrapKey, { tag, blob });
+      expect(wrapped.status).toBe(201);
+      expectReplay(wrapped, await post("/wrapped/orders", wrapKey, { tag, blob }));
+      expect(effects.runs(tag)).toBe(1);
+
+      const cartId = `big-${uid()}`;
+      const flowKey = newKey();
+      const flow = await post("/orders", flowKey, { cartId, amountCents: 100, blob });
+      expect(flow.status).toBe(201);
+      expectReplay(flow, await post("/orders", flowKey, { cartId, amountCents: 100, blob }));
+      expect(effects.runs(cartId)).toBe(1);
+      expect(await ordersFor(cartId)).toBe(1);
+    });
+
+    it("a workflow route refuses a body above the default with 413: nothing is claimed, runs.input never holds it", async () => {
+      const key = newKey();
+      const cartId = `huge-${uid()}`;
+      // A field the schema strips: only the limit keeps it out of the stored input.
+      const res = await post("/orders", key, { cartId, amountCents: 100, junk: "j".repeat(10 * MIB) });
+      expect(res.status).toBe(413);
+      expect(await rowsFor(key)).toBe(0);
+      expect(effects.runs(cartId)).toBe(0);
+      const justOver = await post("/refunds", newKey(), {
+        cartId,
+        amountCents: 1,
+        junk: "j".repeat(DEFAULT_REQUEST_LIMIT),
+      });
+      expect(justOver.status).toBe(413);
+    });
+
+    it("maxRequestBytes changes the limit of either mode", async () => {
+      const cartId = `small-${uid()}`;
+      const pad = "p".repeat(SMALL_LIMIT);
+      const key = newKey();
+      expect((await post("/refunds/small", key, { cartId, amountCents: 1, pad })).status).toBe(413);
+      expect(await rowsFor(key)).toBe(0);
+      expect((await post("/refunds/small", newKey(), { cartId, amountCents: 1 })).status).toBe(201);
+      expect((await post("/wrapped/small", newKey(), { tag: uid(), pad })).status).toBe(413);
+      expect(effects.runs(`refund:${cartId}`)).toBe(1);
+    });
+  });
+
+  describe(`${harness.name}: answers that are never stored (middleware mounted in front of the routes)`, () => {
+    it("stores and replays what a handler answered behind it", async () => {
+      const key = newKey();
+      const tag = uid();
+      const first = await post("/mounted/orders", key, { tag });
+      expect(first.status).toBe(201);
+      expectReplay(first, await post("/mounted/orders", key, { tag }));
+      expect(effects.runs(tag)).toBe(1);
+    });
+
+    it("a request to a route that does not exist is not claimed, stored or replayed", async () => {
+      const key = newKey();
+      const first = await post("/mounted/no-such-route", key, { tag: uid() });
+      expect(first.status).toBe(404);
+      expect(await rowsFor(key)).toBe(0);
+      const again = await post("/mounted/no-such-route", key, { tag: uid() });
+      expect(again.status).toBe(404);
+      expect(again.headers["idempotent-replayed"]).toBeUndefined();
+      expect(await rowsFor(key)).toBe(0);
+    });
+
+    it("a handler that throws: the framework's error answer is sent, not stored, and the retry runs the handler", async () => {
+      const key = newKey();
+      const tag = uid();
+      const first = await post("/mounted/fail", key, { tag });
+      expect(first.status).toBe(500);
+      expect(await rowsFor(key)).toBe(0);
+      const again = await post("/mounted/fail", key, { tag });
+      expect(again.status).toBe(500);
+      expect(again.headers["idempotent-replayed"]).toBeUndefined();
+      expect(effects.runs(tag)).toBe(2);
+    });
+
+    it("a middleware that fails before the handler: nothing stored, the same key then runs the handler", async () => {
+      const key = newKey();
+      const tag = uid();
+      const failed = await post("/mounted/orders", key, { tag }, { headers: [[FAIL_BEFORE_HANDLER, "1"]] });
+      expect(failed.status).toBe(500);
+      expect(failed.body.toString("utf8")).not.toMatch(/idempotent/i);
+      expect(effects.runs(tag)).toBe(0);
+      expect(await rowsFor(key)).toBe(0);
+      const ok = await post("/mounted/orders", key, { tag });
+      expect(ok.status).toBe(201);
+      expect(ok.headers["idempotent-replayed"]).toBeUndefined();
+      expectReplay(ok, await post("/mounted/orders", key, { tag }));
+      expect(effects.runs(tag)).toBe(1);
     });
   });
 

@@ -80,6 +80,7 @@ interface WorkflowRoute {
   readonly kind: "workflow";
   readonly method: "POST" | "DELETE";
   readonly path: string;
+  readonly options?: { maxRequestBytes?: number };
   // biome-ignore lint/suspicious/noExplicitAny: routes hold workflows of different input types
   readonly workflow: Workflow<any, any>;
   input(req: TestRequest): unknown;
@@ -286,6 +287,23 @@ export function testRoutes(deps: AppDeps): TestRoute[] {
       },
     },
     {
+      kind: "wrap",
+      method: "POST",
+      path: "/wrapped/answers-500",
+      options: { required: true },
+      async handle(req) {
+        effects.ran(bodyOf(req).tag);
+        return { status: 500, json: { error: "the handler answered 500" } };
+      },
+    },
+    {
+      kind: "wrap",
+      method: "POST",
+      path: "/wrapped/small",
+      options: { required: true, maxRequestBytes: 64 * 1024 },
+      handle: createOrder,
+    },
+    {
       kind: "workflow",
       method: "POST",
       path: "/orders",
@@ -297,10 +315,48 @@ export function testRoutes(deps: AppDeps): TestRoute[] {
     { kind: "workflow", method: "POST", path: "/refunds", workflow: flows.refund, input: (req) => req.body },
     {
       kind: "workflow",
+      method: "POST",
+      path: "/refunds/small",
+      workflow: flows.refund,
+      input: (req) => req.body,
+      options: { maxRequestBytes: 64 * 1024 },
+    },
+    {
+      kind: "workflow",
       method: "DELETE",
       path: "/orders/:id",
       workflow: flows.cancelOrder,
       input: (req) => ({ orderId: req.params.id }),
     },
   ];
+}
+
+/**
+ * Handlers served behind the middleware mounted for the whole `/mounted`
+ * prefix (app.use, or Fastify's plugin), not per route, with a middleware
+ * between the two that fails when the request carries `x-fail-before-handler`.
+ * A request to `/mounted/<anything else>` reaches no route.
+ */
+export interface MountedHandlers {
+  /** POST /mounted/orders: answers 201 and writes an order. */
+  orders(req: TestRequest): Promise<TestResponse>;
+  /** POST /mounted/fail: throws after counting its run. */
+  fail(req: TestRequest): Promise<TestResponse>;
+}
+
+export const FAIL_BEFORE_HANDLER = "x-fail-before-handler";
+
+export function mountedHandlers(deps: AppDeps): MountedHandlers {
+  const { effects } = deps;
+  return {
+    async orders(req) {
+      const body = bodyOf(req);
+      effects.ran(body.tag);
+      return { status: 201, json: { tag: body.tag ?? null, attempt: req.run?.attempt ?? null } };
+    },
+    async fail(req) {
+      effects.ran(bodyOf(req).tag);
+      throw new Error("the mounted handler failed");
+    },
+  };
 }

@@ -3,8 +3,8 @@ import type { AddressInfo } from "node:net";
 import type { NextFunction, Request, Response } from "express";
 import express from "express";
 import { idempotency, idempotent } from "../../../src/adapters/express.ts";
-import type { Harness, TestResponse } from "../routes.ts";
-import { tenantOf, testRoutes } from "../routes.ts";
+import type { Harness, TestRequest, TestResponse } from "../routes.ts";
+import { FAIL_BEFORE_HANDLER, mountedHandlers, tenantOf, testRoutes } from "../routes.ts";
 
 function write(res: Response, answer: TestResponse): void {
   res.status(answer.status);
@@ -46,18 +46,38 @@ export const expressHarness: Harness = {
           },
         );
       } else {
+        // No body parser: the route reads the body itself, within its maxRequestBytes.
         app[method](
           route.path,
-          express.json(),
           idempotent(deps.engine, route.workflow, {
             tenant,
             input: (req) => route.input({ params: req.params as Record<string, string>, body: req.body, run: null }),
             ...(route.headers ? { headers: route.headers } : {}),
+            ...route.options,
           }),
         );
       }
     }
-    app.use((_err: unknown, _req: Request, res: Response, _next: NextFunction) => {
+    // Mounted for a whole prefix, in front of the routes, with a middleware that can fail between them.
+    app.use("/mounted", idempotency(deps.engine, { tenant }));
+    app.use("/mounted", (req: Request, _res: Response, next: NextFunction) => {
+      next(req.headers[FAIL_BEFORE_HANDLER] ? new Error("a middleware failed") : undefined);
+    });
+    const mounted = mountedHandlers(deps);
+    const testRequest = (req: Request, res: Response): TestRequest => ({
+      params: req.params as Record<string, string>,
+      body: req.body,
+      run: res.locals.idempotency,
+    });
+    app.post("/mounted/orders", async (req: Request, res: Response) =>
+      write(res, await mounted.orders(testRequest(req, res))),
+    );
+    app.post("/mounted/fail", async (req: Request, res: Response) =>
+      write(res, await mounted.fail(testRequest(req, res))),
+    );
+    app.use((err: unknown, req: Request, res: Response, next: NextFunction) => {
+      // Under /mounted, Express's own final handler answers: its HTML page with the stack trace.
+      if (req.originalUrl.startsWith("/mounted")) return next(err);
       res.status(500).json({ error: "internal" });
     });
     const server = http.createServer(app);

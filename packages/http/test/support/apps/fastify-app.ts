@@ -3,8 +3,8 @@ import { Readable } from "node:stream";
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import Fastify from "fastify";
 import { idempotency, idempotent } from "../../../src/adapters/fastify.ts";
-import type { Harness, TestResponse } from "../routes.ts";
-import { tenantOf, testRoutes } from "../routes.ts";
+import type { Harness, TestRequest, TestResponse } from "../routes.ts";
+import { FAIL_BEFORE_HANDLER, mountedHandlers, tenantOf, testRoutes } from "../routes.ts";
 
 function write(reply: FastifyReply, answer: TestResponse): FastifyReply {
   reply.code(answer.status).headers({ ...answer.headers });
@@ -40,11 +40,10 @@ export const fastifyHarness: Harness = {
     await app.register(idempotency(deps.engine, { tenant }));
     for (const route of testRoutes(deps)) {
       if (route.kind === "wrap") {
-        const { maxRequestBytes, methods: _methods, ...own } = route.options;
+        const { methods: _methods, ...own } = route.options;
         app.route({
           method: route.method,
           url: route.path,
-          ...(maxRequestBytes ? { bodyLimit: maxRequestBytes } : {}),
           config: { idempotency: own },
           handler: async (req, reply) =>
             write(
@@ -64,10 +63,27 @@ export const fastifyHarness: Harness = {
             tenant,
             input: (req) => route.input({ params: req.params as Record<string, string>, body: req.body, run: null }),
             ...(route.headers ? { headers: route.headers } : {}),
+            ...route.options,
           }),
         });
       }
     }
+    // The plugin already applies to every route; these add a hook that can fail before the handler.
+    const mounted = mountedHandlers(deps);
+    const failBefore = async (req: FastifyRequest) => {
+      if (req.headers[FAIL_BEFORE_HANDLER]) throw new Error("a hook failed");
+    };
+    const testRequest = (req: FastifyRequest): TestRequest => ({
+      params: req.params as Record<string, string>,
+      body: req.body,
+      run: req.idempotency,
+    });
+    app.post("/mounted/orders", { preHandler: failBefore }, async (req, reply) =>
+      write(reply, await mounted.orders(testRequest(req))),
+    );
+    app.post("/mounted/fail", { preHandler: failBefore }, async (req, reply) =>
+      write(reply, await mounted.fail(testRequest(req))),
+    );
     await app.listen({ port: 0, host: "127.0.0.1" });
     const { port } = app.server.address() as AddressInfo;
     return { url: `http://127.0.0.1:${port}`, close: () => app.close() };

@@ -7,7 +7,7 @@ import { Hono } from "hono";
 import type { IdempotencyVariables } from "../../../src/adapters/hono.ts";
 import { idempotency, idempotent } from "../../../src/adapters/hono.ts";
 import type { Harness, TestRequest, TestResponse } from "../routes.ts";
-import { tenantOf, testRoutes } from "../routes.ts";
+import { FAIL_BEFORE_HANDLER, mountedHandlers, tenantOf, testRoutes } from "../routes.ts";
 
 type AppEnv = { Variables: IdempotencyVariables };
 
@@ -69,10 +69,20 @@ export const honoHarness: Harness = {
             tenant,
             input: async (c) => route.input(await request(c)),
             ...(route.headers ? { headers: route.headers } : {}),
+            ...route.options,
           }),
         );
       }
     }
+    // Mounted for a whole prefix, in front of the routes, with a middleware that can fail between them.
+    app.use("/mounted/*", idempotency<AppEnv>(deps.engine, { tenant }));
+    app.use("/mounted/*", async (c, next) => {
+      if (c.req.header(FAIL_BEFORE_HANDLER)) throw new Error("a middleware failed");
+      await next();
+    });
+    const mounted = mountedHandlers(deps);
+    app.post("/mounted/orders", async (c) => toResponse(await mounted.orders(await request(c))));
+    app.post("/mounted/fail", async (c) => toResponse(await mounted.fail(await request(c))));
     const server = await new Promise<ServerType>((resolve) => {
       const s = serve(
         {

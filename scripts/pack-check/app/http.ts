@@ -1,8 +1,7 @@
 /**
  * @idempo/http from the installed tarball on each framework the user brings:
  * the checkout route on Express, Fastify and Hono, one request with an
- * Idempotency-Key and its replay. DATABASE_URL must point at a database
- * that main.js (mode pg) has already migrated.
+ * Idempotency-Key and its replay, on the database at DATABASE_URL.
  */
 import assert from "node:assert/strict";
 import type { AddressInfo } from "node:net";
@@ -13,9 +12,9 @@ import { idempotent as onHono } from "@idempo/http/hono";
 import express from "express";
 import Fastify from "fastify";
 import { Hono } from "hono";
-import { Kysely, PostgresDialect } from "kysely";
+import { Kysely, PostgresDialect, sql } from "kysely";
 import pg from "pg";
-import { checkout, type Database, FakePayments } from "./checkout.js";
+import { CREATE_ORDERS, checkout, type Database, FakePayments } from "./checkout.js";
 
 const connectionString = process.env.DATABASE_URL;
 assert.ok(connectionString, "DATABASE_URL is required");
@@ -116,6 +115,8 @@ async function onHonoApp(): Promise<void> {
 }
 
 try {
+  await engine.migrate();
+  await sql.raw(CREATE_ORDERS).execute(db);
   await onExpressApp();
   await onFastifyApp();
   await onHonoApp();

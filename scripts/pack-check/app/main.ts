@@ -98,6 +98,7 @@ async function exercise(db: Kysely<Database>, label: string): Promise<void> {
 async function leaveStuck(db: Kysely<Database>): Promise<never> {
   // A short lease, so the run shows as stuck (lease expired) soon after the process dies.
   const engine = createEngine({ db, leaseMs: 1_000 });
+  await engine.migrate();
   await sql.raw(CREATE_ORDERS).execute(db);
   const wf = checkout(() => {
     process.kill(process.pid, "SIGKILL");

@@ -5,7 +5,7 @@
  * waits, then finds every version recorded and applies nothing.
  */
 import { existsSync, readdirSync, readFileSync } from "node:fs";
-import { dirname, join } from "node:path";
+import { basename, dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { sql } from "kysely";
 import type { Executor, Tables } from "./run-store.js";
@@ -17,15 +17,26 @@ export interface Migration {
 }
 
 /**
- * Where the SQL files are: `migrations/` beside the package (a published
- * package ships a copy) or at the repository root (a workspace checkout).
+ * Where the SQL files are. The top-level `migrations/` folder of the
+ * repository is the one source: the TypeScript source (a checkout, tests)
+ * reads it directly, so a new migration needs no build; the build copies it
+ * into `dist/migrations`, which is what a packed or installed package uses.
+ * Each layout looks in exactly one place, so an installed package never picks
+ * up some other `migrations/` folder of the application around it.
+ *
+ * @param moduleUrl `import.meta.url` of this module (a parameter for tests).
  */
-function migrationsDir(): string {
-  const here = dirname(fileURLToPath(import.meta.url));
-  const candidates = [join(here, "../../migrations"), join(here, "../../../../migrations")];
-  const found = candidates.find((dir) => existsSync(dir));
-  if (!found) throw new Error(`idempo migrations not found (looked in ${candidates.join(", ")})`);
-  return found;
+export function migrationsDir(moduleUrl: string = import.meta.url): string {
+  const here = dirname(fileURLToPath(moduleUrl)); // <package>/src/store or <package>/dist/store
+  const fromSource = basename(dirname(here)) === "src";
+  const dir = fromSource ? join(here, "../../../../migrations") : join(here, "../migrations");
+  if (!existsSync(dir)) {
+    throw new Error(
+      `idempo migrations not found in ${dir}` +
+        (fromSource ? "" : " (the package was built or packed without them: build it with `pnpm run build`)"),
+    );
+  }
+  return dir;
 }
 
 /**
@@ -48,14 +59,16 @@ function splitStatements(text: string): string[] {
 /** Every migration file, in version order. */
 function loadMigrations(): Migration[] {
   const dir = migrationsDir();
-  return readdirSync(dir)
+  const files = readdirSync(dir)
     .filter((f) => /^\d{4}_[a-z0-9_]+\.sql$/.test(f))
-    .sort()
-    .map((file) => ({
-      version: Number.parseInt(file.slice(0, 4), 10),
-      name: file.replace(/\.sql$/, ""),
-      sql: readFileSync(join(dir, file), "utf8"),
-    }));
+    .sort();
+  // An empty folder would "migrate" nothing and leave runOnce to fail later on missing tables.
+  if (files.length === 0) throw new Error(`idempo migrations not found: no NNNN_name.sql file in ${dir}`);
+  return files.map((file) => ({
+    version: Number.parseInt(file.slice(0, 4), 10),
+    name: file.replace(/\.sql$/, ""),
+    sql: readFileSync(join(dir, file), "utf8"),
+  }));
 }
 
 /** Stable 64-bit advisory lock id for "migrating this schema". */

@@ -52,7 +52,7 @@ function blocks(text) {
       if (fence) open = { indent: fence[1].length, marker: fence[2], info: fence[3].trim(), start: i + 2, code: [] };
       return;
     }
-    if (fence && fence[2].startsWith(open.marker) && fence[3].trim() === "") {
+    if (fence?.[2].startsWith(open.marker) && fence[3].trim() === "") {
       result.push({ info: open.info, start: open.start, code: open.code.join("\n") });
       open = undefined;
       return;

@@ -10,8 +10,9 @@
  *   the charge was recorded; its lease (1 s) has expired: stuck, in doubt;
  * - `globex/order-2001`: crashed after the charge was recorded, before
  *   `record_charge`; lease expired: stuck;
- * - `acme/order-1003`, `acme/order-1004`: crashed the same way as
- *   order-1002 under a 10-minute lease, so they are still in flight.
+ * - `acme/order-1003` (crashed after `create_order`, before the charge) and
+ *   `acme/order-1004` (crashed the way order-1002 did), under a 10-minute
+ *   lease: still in flight, a retry gets 409.
  *
  * The records live in a PGlite data directory (`.pglite/demo` at the
  * repository root, replaced on every run) or, when DATABASE_URL is set, on
@@ -52,8 +53,9 @@ const request = (tenantId: string, n: number, amountCents: number): RunOnceReque
 const COMPLETED = [request("acme", 1001, 4999), request("globex", 1001, 1250)];
 const STUCK_IN_CHARGE = request("acme", 1002, 2500);
 const STUCK_AFTER_CHARGE = request("globex", 2001, 8900);
-const IN_FLIGHT = [request("acme", 1003, 1999), request("acme", 1004, 3100)];
-const ALL = [...COMPLETED, STUCK_IN_CHARGE, STUCK_AFTER_CHARGE, ...IN_FLIGHT];
+const IN_FLIGHT_BEFORE_CHARGE = request("acme", 1003, 1999);
+const IN_FLIGHT_IN_CHARGE = request("acme", 1004, 3100);
+const ALL = [...COMPLETED, STUCK_IN_CHARGE, STUCK_AFTER_CHARGE, IN_FLIGHT_BEFORE_CHARGE, IN_FLIGHT_IN_CHARGE];
 
 /** Run the checkout and crash it at `point`, the way a killed process stops. */
 async function crashAt(engine: Engine, checkout: Checkout, req: RunOnceRequest<CheckoutInput>, point: string) {
@@ -133,7 +135,8 @@ export async function leaveStuck(url: string | undefined): Promise<boolean> {
 
     await crashAt(engine, checkout, STUCK_IN_CHARGE, "called:step:charge");
     await crashAt(engine, checkout, STUCK_AFTER_CHARGE, "after:step:charge");
-    for (const req of IN_FLIGHT) await crashAt(slow, checkout, req, "called:step:charge");
+    await crashAt(slow, checkout, IN_FLIGHT_BEFORE_CHARGE, "after:phase:create_order");
+    await crashAt(slow, checkout, IN_FLIGHT_IN_CHARGE, "called:step:charge");
     await eventually(
       async () => (await engine.listKeys({ stuck: true, limit: 100 })).items.length >= 2,
       "the short leases should run out",

@@ -26,7 +26,11 @@ function targetOf(command: Command): DatabaseTarget {
     return fromFlag("pglite") ? { pglite } : { url: databaseUrl };
   }
   if (pglite) return { pglite };
-  if (!databaseUrl) usageError(command, "no database: pass --database-url (or set DATABASE_URL), or --pglite DIR");
+  if (!databaseUrl)
+    usageError(
+      command,
+      "no database: pass --database-url or set DATABASE_URL (or --pglite DIR for a PGlite directory)",
+    );
   let protocol = "";
   try {
     protocol = new URL(databaseUrl).protocol;

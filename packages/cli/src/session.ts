@@ -1,8 +1,9 @@
 /**
  * Opening the database for one command: a small pg pool with a short
  * connect timeout (an operator waiting on a dead host wants the answer in
- * seconds) or a PGlite data directory, a probe that turns driver errors into one readable line, and
- * the database clock that every age and lease in the output is measured on.
+ * seconds) or a PGlite data directory, a probe that turns driver errors
+ * into one readable line, and the database clock that every age and lease
+ * in the output is measured on.
  */
 import type { Engine } from "@idempo/core";
 import { createEngine } from "@idempo/core";

@@ -84,9 +84,10 @@ async function eventually(condition: () => Promise<boolean>, what: string): Prom
 /** On a server the demo may have run before: forget its keys and their orders, so the state is the documented one. */
 async function forgetEarlierRun(engine: Engine, db: Parameters<typeof createOrdersTable>[0]): Promise<void> {
   for (const { tenantId, key, input } of ALL) {
+    const record = await engine.inspect(tenantId, key);
     // Released first: a forget of a live lease may be refused.
-    if ((await engine.inspect(tenantId, key))?.status === "in_flight") await engine.release(tenantId, key);
-    await engine.forget(tenantId, key);
+    if (record?.status === "in_flight") await engine.release(tenantId, key);
+    if (record) await engine.forget(tenantId, key);
     await sql`DELETE FROM orders WHERE tenant_id = ${tenantId} AND cart_id = ${input.cartId}`.execute(db);
   }
 }
@@ -137,10 +138,12 @@ export async function leaveStuck(url: string | undefined): Promise<boolean> {
     await crashAt(engine, checkout, STUCK_AFTER_CHARGE, "after:step:charge");
     await crashAt(slow, checkout, IN_FLIGHT_BEFORE_CHARGE, "after:phase:create_order");
     await crashAt(slow, checkout, IN_FLIGHT_IN_CHARGE, "called:step:charge");
-    await eventually(
-      async () => (await engine.listKeys({ stuck: true, limit: 100 })).items.length >= 2,
-      "the short leases should run out",
-    );
+    await eventually(async () => {
+      const stuck = await Promise.all(
+        [STUCK_IN_CHARGE, STUCK_AFTER_CHARGE].map((r) => engine.inspect(r.tenantId, r.key)),
+      );
+      return stuck.every((rec) => (rec?.leaseRemainingMs ?? 0) < 0);
+    }, "the short leases should run out");
 
     const records = await Promise.all(ALL.map((r) => engine.inspect(r.tenantId, r.key)));
     const summary = records.map((rec, i) => {
@@ -162,6 +165,7 @@ Now look at them with the CLI (docs/cli.md), from the repository root:
   pnpm idempo keys stuck
   pnpm idempo keys show acme order-1002
   pnpm idempo resume --workflows examples/checkout/src/workflows.ts`);
+    if (!ok) console.error("\nDEMO FAILED: the records did not come out as described above");
     return ok;
   } finally {
     await database.close();

@@ -10,6 +10,7 @@ const checks = [
   ["lint", "lint:ci"],
   ["knip", "knip"],
   ["typecheck", "typecheck"],
+  ["docs", "docs:check"],
   ["test", "test:only"],
 ];
 const results = [];

@@ -22,9 +22,9 @@ export interface DemoDatabase {
 
 /**
  * Open the demo's database: the PostgreSQL server at `url` through a `pg`
- * pool (plus one client kept for LISTEN) when a URL is given, else an
- * in-memory PGlite (PostgreSQL compiled to WebAssembly) that needs no setup
- * and is gone when the process exits.
+ * pool (plus one client kept for LISTEN) when a URL is given, else a PGlite
+ * (PostgreSQL compiled to WebAssembly) that needs no setup: in memory, gone
+ * when the process exits, or kept in the data directory `pgliteDir`.
  *
  * PGlite has a single connection, which kysely-pglite-dialect hands out to
  * one caller at a time. Inside a phase, use the phase's `tx` only: a query
@@ -33,7 +33,7 @@ export interface DemoDatabase {
  * @example
  * const { db, listen, close } = await openDatabase(process.env.DATABASE_URL)
  */
-export async function openDatabase(url: string | undefined): Promise<DemoDatabase> {
+export async function openDatabase(url: string | undefined, pgliteDir?: string): Promise<DemoDatabase> {
   if (url) {
     const listener = new pg.Client({ connectionString: url });
     await listener.connect();
@@ -50,10 +50,11 @@ export async function openDatabase(url: string | undefined): Promise<DemoDatabas
       },
     };
   }
-  const pglite = await PGlite.create();
+  const pglite = await PGlite.create(pgliteDir);
   const db = new Kysely<Database>({ dialect: new PGliteDialect(pglite) });
+  const label = pgliteDir ? `embedded PGlite in ${pgliteDir}` : "embedded PGlite, in memory";
   // Destroying the Kysely instance closes the PGlite instance too.
-  return { db, label: "embedded PGlite, in memory", listen: pglite, close: () => db.destroy() };
+  return { db, label, listen: pglite, close: () => db.destroy() };
 }
 
 /** `host:port/database` of a connection URL, never its credentials. */

@@ -14,6 +14,7 @@
  *
  *   pnpm start                                      # embedded PGlite, in memory
  *   DATABASE_URL=postgres://... pnpm start          # a PostgreSQL server
+ *   pnpm start --leave-stuck                        # stuck runs for the CLI instead (leave-stuck.ts)
  */
 import { randomUUID } from "node:crypto";
 import { setTimeout as sleep } from "node:timers/promises";
@@ -24,6 +25,7 @@ import { CrashSignal, setFaultHook } from "@idempo/core/internal";
 import { z } from "zod";
 import { checkoutWorkflow } from "./checkout.js";
 import { openDatabase } from "./database.js";
+import { leaveStuck } from "./leave-stuck.js";
 import { FakeMailer, RECEIPT_TOPIC, receiptSchema } from "./mailer.js";
 import { heading, say, shortKey, showRecord, showResult } from "./narrate.js";
 import { countOrders, createOrdersTable } from "./orders.js";
@@ -251,7 +253,8 @@ async function main(): Promise<boolean> {
 }
 
 try {
-  process.exitCode = (await main()) ? 0 : 1;
+  const ok = process.argv.includes("--leave-stuck") ? await leaveStuck(process.env.DATABASE_URL) : await main();
+  process.exitCode = ok ? 0 : 1;
 } catch (error) {
   console.error(error instanceof DemoFailure ? `\nDEMO FAILED: ${error.message}` : error);
   process.exitCode = 1;

@@ -2,7 +2,11 @@
  * A stand-in for a payment provider with Stripe-style idempotent requests.
  * It keeps everything in memory and counts what it sees, so the demo can
  * tell requests (a retry may repeat one) from charges (there must be one).
+ * Given a journal file, it also remembers its charges across processes, as
+ * a real provider does: `idempo resume` in another process then gets the
+ * charge the crashed demo made instead of a new one.
  */
+import { existsSync, readFileSync, writeFileSync } from "node:fs";
 
 /** What the provider compares when a key comes back. */
 export interface ChargeParams {
@@ -44,12 +48,19 @@ export class PaymentError extends Error {
 
 const MAX_KEY_LENGTH = 255;
 
+/** What the provider remembers of one idempotency key. */
+interface KnownKey {
+  params: string;
+  charge: Charge;
+}
+
 /**
  * The fake provider. Like Stripe, it remembers each idempotency key with the
  * parameters it was first used with: the same key and parameters return the
  * original charge without charging again; the same key with other
  * parameters is refused (400).
  *
+ * @param options.journal a JSON file the remembered keys are loaded from and saved to (Default: memory only).
  * @example
  * const payments = new FakePaymentProvider()
  * const charge = await payments.charge({ orderId, amountCents: 4999 }, { idempotencyKey })
@@ -57,9 +68,16 @@ const MAX_KEY_LENGTH = 255;
 export class FakePaymentProvider {
   /** Every request received, in order. */
   readonly requests: ProviderRequest[] = [];
-  readonly #byKey = new Map<string, { params: string; charge: Charge }>();
+  readonly #byKey: Map<string, KnownKey>;
+  readonly #journal: string | undefined;
   #failuresLeft = 0;
   #hanging = false;
+
+  constructor(options: { journal?: string } = {}) {
+    this.#journal = options.journal;
+    const saved = this.#journal && existsSync(this.#journal) ? readFileSync(this.#journal, "utf8") : "[]";
+    this.#byKey = new Map(JSON.parse(saved) as [string, KnownKey][]);
+  }
 
   /** Charges actually made (requests answered from the cache do not count). */
   get chargesMade(): number {
@@ -115,6 +133,7 @@ export class FakePaymentProvider {
     }
     const charge: Charge = { id: `ch_${String(this.#byKey.size + 1).padStart(4, "0")}`, ...params };
     this.#byKey.set(idempotencyKey, { params: fingerprint, charge });
+    if (this.#journal) writeFileSync(this.#journal, JSON.stringify([...this.#byKey]));
     this.requests.push({ idempotencyKey, orderId: params.orderId, outcome: "charged" });
     return charge;
   }

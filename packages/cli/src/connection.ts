@@ -1,13 +1,46 @@
-/** The options every command shares (`--database-url`, `--schema`) and opening a session with them. */
+/** The options every command shares (`--database-url`, `--pglite`, `--schema`) and opening a session with them. */
 import { IdempoError } from "@idempo/core";
 import type { Command } from "commander";
-import type { Session } from "./session.js";
+import type { DatabaseTarget, Session } from "./session.js";
 import { withSession } from "./session.js";
 import { usageError } from "./usage.js";
 
 interface GlobalOptions {
   databaseUrl?: string;
+  pglite?: string;
   schema: string;
+}
+
+/**
+ * The database the command line names. `--database-url` and `--pglite`
+ * exclude each other; one given as a flag wins over the other's environment
+ * variable (`DATABASE_URL`, `IDEMPO_PGLITE`).
+ */
+function targetOf(command: Command): DatabaseTarget {
+  const { databaseUrl, pglite } = command.optsWithGlobals<GlobalOptions>();
+  const fromFlag = (key: string) => command.getOptionValueSourceWithGlobals(key) === "cli";
+  if (pglite && databaseUrl) {
+    if (fromFlag("pglite") === fromFlag("databaseUrl")) {
+      usageError(command, "both a server and a PGlite directory given: pass --database-url or --pglite, not both");
+    }
+    return fromFlag("pglite") ? { pglite } : { url: databaseUrl };
+  }
+  if (pglite) return { pglite };
+  if (!databaseUrl)
+    usageError(
+      command,
+      "no database: pass --database-url or set DATABASE_URL (or --pglite DIR for a PGlite directory)",
+    );
+  let protocol = "";
+  try {
+    protocol = new URL(databaseUrl).protocol;
+  } catch {
+    // reported below
+  }
+  if (protocol !== "postgres:" && protocol !== "postgresql:") {
+    usageError(command, "--database-url must be a postgres:// URL, e.g. postgres://user:password@host:5432/db");
+  }
+  return { url: databaseUrl };
 }
 
 /**
@@ -22,19 +55,10 @@ export async function withDatabase<T>(
   fn: (session: Session) => Promise<T>,
   requireSchema = true,
 ): Promise<T> {
-  const { databaseUrl, schema } = command.optsWithGlobals<GlobalOptions>();
-  if (!databaseUrl) usageError(command, "no database: pass --database-url or set DATABASE_URL");
-  let protocol = "";
+  const target = targetOf(command);
+  const { schema } = command.optsWithGlobals<GlobalOptions>();
   try {
-    protocol = new URL(databaseUrl).protocol;
-  } catch {
-    // reported below
-  }
-  if (protocol !== "postgres:" && protocol !== "postgresql:") {
-    usageError(command, "--database-url must be a postgres:// URL, e.g. postgres://user:password@host:5432/db");
-  }
-  try {
-    return await withSession({ databaseUrl, schema, requireSchema }, fn);
+    return await withSession({ target, schema, requireSchema }, fn);
   } catch (error) {
     if (error instanceof IdempoError && error.httpStatus === 400) usageError(command, error.message);
     throw error;

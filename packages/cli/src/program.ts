@@ -32,6 +32,11 @@ export function createProgram(io: Io): Command {
         "DATABASE_URL",
       ),
     )
+    .addOption(
+      new Option("--pglite <dir>", "a PGlite data directory instead of a server (one process at a time)").env(
+        "IDEMPO_PGLITE",
+      ),
+    )
     .addOption(new Option("--schema <name>", "schema of idempo's tables").default("idempo").argParser(parseSchema))
     .exitOverride()
     .showHelpAfterError()
@@ -47,6 +52,7 @@ Exit status: 0 success, 1 operational error (one-line cause on stderr), 2 usage 
 Examples:
   $ export DATABASE_URL=postgres://app@db.internal:5432/shop
   $ idempo keys stuck
+  $ idempo keys stuck --pglite ./.pglite/demo
   $ idempo keys show acme order-1002
   $ idempo keys list --tenant acme --status in_flight --older-than 10m --json`,
     );

@@ -1,8 +1,9 @@
 /**
  * Opening the database for one command: a small pg pool with a short
  * connect timeout (an operator waiting on a dead host wants the answer in
- * seconds), a probe that turns driver errors into one readable line, and
- * the database clock that every age and lease in the output is measured on.
+ * seconds) or a PGlite data directory, a probe that turns driver errors
+ * into one readable line, and the database clock that every age and lease
+ * in the output is measured on.
  */
 import type { Engine } from "@idempo/core";
 import { createEngine } from "@idempo/core";
@@ -10,6 +11,7 @@ import { Kysely, PostgresDialect, sql } from "kysely";
 import pg from "pg";
 import { describeDatabaseError } from "./database-error.js";
 import { OperationalError } from "./errors.js";
+import { openPglite } from "./pglite.js";
 
 /** How long to wait for a connection before giving up, in ms. */
 const CONNECT_TIMEOUT_MS = 5_000;
@@ -21,7 +23,7 @@ export interface Session {
   readonly db: Kysely<any>;
   /** The database clock when the session opened: ages and lease deadlines are computed from it. */
   readonly now: Date;
-  /** `host:port` of the server, for messages. */
+  /** `host:port` of the server, or `PGlite DIR`, for messages. */
   readonly where: string;
   readonly schema: string;
 }
@@ -36,27 +38,37 @@ function serverAddress(url: string): string {
   }
 }
 
-/**
- * Connect, probe and run `fn` with a {@link Session}; the pool is closed
- * afterwards whatever happens. With `requireSchema`, a database without
- * idempo's tables is reported with the command that creates them.
- *
- * @throws OperationalError with a one-line cause when the database cannot be reached.
- */
-export async function withSession<T>(
-  options: { databaseUrl: string; schema: string; requireSchema: boolean },
-  fn: (session: Session) => Promise<T>,
-): Promise<T> {
-  const where = serverAddress(options.databaseUrl);
+/** Where the records are: a PostgreSQL server, or a PGlite data directory. */
+export type DatabaseTarget = { readonly url: string } | { readonly pglite: string };
+
+/** A small pg pool on `url`, with a short connect timeout. */
+function openPool(url: string): Kysely<unknown> {
   const pool = new pg.Pool({
-    connectionString: options.databaseUrl,
+    connectionString: url,
     max: 4,
     connectionTimeoutMillis: CONNECT_TIMEOUT_MS,
     application_name: "idempo-cli",
   });
   // An idle client dropped by the server must not crash the command with an unhandled 'error'.
   pool.on("error", () => undefined);
-  const db = new Kysely<unknown>({ dialect: new PostgresDialect({ pool }) });
+  return new Kysely<unknown>({ dialect: new PostgresDialect({ pool }) });
+}
+
+/**
+ * Connect, probe and run `fn` with a {@link Session}; the connection is
+ * closed afterwards whatever happens. With `requireSchema`, a database
+ * without idempo's tables is reported with the command that creates them
+ * (and a PGlite directory that does not exist is not created).
+ *
+ * @throws OperationalError with a one-line cause when the database cannot be reached.
+ */
+export async function withSession<T>(
+  options: { target: DatabaseTarget; schema: string; requireSchema: boolean },
+  fn: (session: Session) => Promise<T>,
+): Promise<T> {
+  const { target } = options;
+  const where = "url" in target ? serverAddress(target.url) : `PGlite ${target.pglite}`;
+  const db = "url" in target ? openPool(target.url) : await openPglite(target.pglite, !options.requireSchema);
   try {
     let now: Date;
     let present: boolean;

@@ -13,14 +13,42 @@ function isWorkflow(value: unknown): value is AnyWorkflow {
   return typeof v.name === "string" && typeof v.definition === "object" && Array.isArray(v.definition?.outline);
 }
 
+/** A module Node 20 cannot import by itself: TypeScript (`.ts`, `.mts`, `.cts`, `.tsx`). */
+const TYPESCRIPT_MODULE = /\.[cm]?tsx?$/i;
+
+/** Whether tsx's loader hooks are installed in this process (once is enough). */
+let typescriptLoader = false;
+
+/**
+ * Make `import()` understand TypeScript through tsx's loader hooks. Nothing
+ * to do when the CLI itself runs from its TypeScript source: a loader that
+ * can import `.ts` is already active then. tsx is an optional peer
+ * dependency, asked for only when a `.ts` module is given.
+ */
+async function ensureTypeScriptLoader(path: string): Promise<void> {
+  if (typescriptLoader || import.meta.url.endsWith(".ts")) return;
+  try {
+    const { register } = await import("tsx/esm/api");
+    register();
+    typescriptLoader = true;
+  } catch (error) {
+    throw new OperationalError(
+      `cannot load ${path}: a TypeScript module needs tsx (npm install --save-dev tsx); or pass the compiled .js`,
+      { cause: error },
+    );
+  }
+}
+
 /**
  * Import a module and collect the workflows it exports: named exports, the
- * default export, or arrays of either. Duplicate names keep the first.
+ * default export, or arrays of either. Duplicate names keep the first. A
+ * TypeScript module (`.ts`) is loaded through tsx, which must be installed.
  *
  * @throws OperationalError when the module cannot be loaded or exports no workflow.
  */
 export async function loadWorkflows(path: string): Promise<AnyWorkflow[]> {
   let mod: Record<string, unknown>;
+  if (TYPESCRIPT_MODULE.test(path)) await ensureTypeScriptLoader(path);
   try {
     mod = (await import(pathToFileURL(resolve(path)).href)) as Record<string, unknown>;
   } catch (error) {

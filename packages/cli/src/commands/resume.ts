@@ -15,7 +15,10 @@ export function registerResume(program: Command, io: Io): void {
   program
     .command("resume")
     .description("take over in-flight runs whose lease expired and finish them from their recovery point, once")
-    .requiredOption("--workflows <module>", "JS module exporting the workflow definitions to resume")
+    .requiredOption(
+      "--workflows <module>",
+      "module exporting the workflow definitions to resume (.js, or .ts through tsx)",
+    )
     .option("--limit <n>", "most runs to take over, 1-1000", parseLimit, 100)
     .option("--json", "one JSON object per run: {tenantId, key, workflow, result, status?, outcome?, error?}")
     .addHelpText(

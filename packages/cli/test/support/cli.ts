@@ -28,6 +28,7 @@ export function idempo(
     NO_COLOR: undefined,
     FORCE_COLOR: undefined,
     DATABASE_URL: undefined,
+    IDEMPO_PGLITE: undefined,
     ...env,
   };
   for (const [k, v] of Object.entries(childEnv)) if (v === undefined) delete childEnv[k];

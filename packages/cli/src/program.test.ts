@@ -47,6 +47,7 @@ describe("help", () => {
       "idempo outbox dead",
       "idempo outbox retry",
       "idempo stats",
+      "idempo console",
     ]);
   });
 

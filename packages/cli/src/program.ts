@@ -1,6 +1,7 @@
 /** The `idempo` command tree (commander): global options, error handling settings, every subcommand. */
 import { createRequire } from "node:module";
 import { Command, Option } from "commander";
+import { registerConsole } from "./commands/console.js";
 import { registerKeysDelete } from "./commands/keys-delete.js";
 import { registerKeysList } from "./commands/keys-list.js";
 import { registerKeysRelease } from "./commands/keys-release.js";
@@ -77,5 +78,6 @@ Examples:
   registerOutboxDead(outbox, io);
   registerOutboxRetry(outbox, io);
   registerStats(program, io);
+  registerConsole(program, io);
   return program;
 }

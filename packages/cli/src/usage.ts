@@ -39,3 +39,10 @@ export function parseSchema(value: string): string {
   }
   return value;
 }
+
+/** `--port`: 0-65535 (0 lets the system pick a free port). */
+export function parsePort(value: string): number {
+  const n = Number(value);
+  if (!/^\d+$/.test(value) || n > 65535) throw new InvalidArgumentError("must be a port number from 0 to 65535");
+  return n;
+}

@@ -1,0 +1,169 @@
+/**
+ * The console's routes (Hono). Everything is server-rendered HTML with
+ * Hono's `html` template, which escapes every interpolated value: tenant
+ * ids, keys, state and error texts are client input and are shown as text.
+ * Verbs exist only when the console was started with actions allowed.
+ */
+import type { Engine, ListKeysOptions } from "@idempo/core";
+import { IdempoError } from "@idempo/core";
+import type { Context } from "hono";
+import { Hono } from "hono";
+import { getCookie, setCookie } from "hono/cookie";
+import { html } from "hono/html";
+import { TOKEN_COOKIE, tokenMatches } from "./auth.js";
+import { confirmPage } from "./confirm-page.js";
+import { page, stylesheet } from "./layout.js";
+import { outboxPage } from "./outbox-page.js";
+import { outboxRetryPath, runPath } from "./paths.js";
+import { runAction } from "./run-actions.js";
+import { runPage } from "./run-page.js";
+import type { ViewName } from "./runs-page.js";
+import { runsPage, VIEWS } from "./runs-page.js";
+
+/** What the routes need. */
+export interface ConsoleContext {
+  readonly engine: Engine;
+  /** The database clock now: leases and ages are shown on it. */
+  readonly clock: () => Promise<Date>;
+  /** The action token; `null` = read-only console (no verbs at all). */
+  readonly token: string | null;
+  /** Where an unexpected error of a request goes (the page itself says only that one happened). */
+  readonly report: (error: unknown) => void;
+}
+
+const PAGE_SIZE = 50;
+
+/** The Hono application of the console. */
+export function consoleApp(ctx: ConsoleContext): Hono {
+  const app = new Hono();
+  const actions = ctx.token !== null;
+  /** The token when actions are allowed and this browser holds it. */
+  const heldToken = (c: Context): string | null =>
+    ctx.token !== null && tokenMatches(ctx.token, getCookie(c, TOKEN_COOKIE)) ? ctx.token : null;
+  /** A verb request is allowed when the cookie and the form field both carry the token. */
+  const mayAct = async (c: Context): Promise<Record<string, string> | null> => {
+    if (heldToken(c) === null || ctx.token === null) return null;
+    const form = await c.req.parseBody();
+    const fields = Object.fromEntries(
+      Object.entries(form).filter((e): e is [string, string] => typeof e[1] === "string"),
+    );
+    return tokenMatches(ctx.token, fields.token) ? fields : null;
+  };
+
+  app.get("/assets/console.css", (c) => c.body(stylesheet(), 200, { "content-type": "text/css; charset=utf-8" }));
+
+  app.get("/", (c) => {
+    const presented = c.req.query("token");
+    if (ctx.token !== null && presented !== undefined && tokenMatches(ctx.token, presented)) {
+      setCookie(c, TOKEN_COOKIE, ctx.token, { httpOnly: true, sameSite: "Strict", path: "/" });
+    }
+    return c.redirect("/runs?view=stuck");
+  });
+
+  app.get("/runs", async (c) => {
+    const viewParam = c.req.query("view") ?? "stuck";
+    const view: ViewName = viewParam in VIEWS ? (viewParam as ViewName) : "stuck";
+    const tenant = c.req.query("tenant") ?? "";
+    const workflow = c.req.query("workflow") ?? "";
+    const cursor = c.req.query("cursor");
+    const filter: ListKeysOptions = {
+      ...VIEWS[view].filter,
+      limit: PAGE_SIZE,
+      ...(tenant ? { tenantId: tenant } : {}),
+      ...(workflow ? { workflow } : {}),
+      ...(cursor ? { cursor } : {}),
+    };
+    const [result, now] = await Promise.all([ctx.engine.listKeys(filter), ctx.clock()]);
+    const next = result.nextCursor
+      ? `/runs?${new URLSearchParams({ view, tenant, workflow, cursor: result.nextCursor }).toString()}`
+      : null;
+    const body = runsPage({ view, tenant, workflow, items: result.items, nextHref: next, now });
+    return c.html(page(VIEWS[view].title, `/runs?view=${view}`, body));
+  });
+
+  app.get("/runs/:tenant/:key", async (c) => {
+    const { tenant, key } = c.req.param();
+    const [record, now] = await Promise.all([ctx.engine.inspect(tenant, key), ctx.clock()]);
+    if (!record)
+      return c.html(page("Not found", "", html`<h1>No record</h1><p>No key ${key} in tenant ${tenant}.</p>`), 404);
+    const done = c.req.query("done");
+    const verb = done ? runAction(done) : undefined;
+    return c.html(page(key, "", runPage(record, now, actions), verb ? `${verb.label}: done.` : undefined));
+  });
+
+  app.get("/outbox", async (c) => {
+    const [pending, dead] = await Promise.all([
+      ctx.engine.listOutbox({ status: "pending", limit: PAGE_SIZE }),
+      ctx.engine.listOutbox({ status: "dead", limit: PAGE_SIZE }),
+    ]);
+    const done = c.req.query("done") === "outbox-retry" ? "Message requeued." : undefined;
+    return c.html(page("Outbox", "/outbox", outboxPage(pending, dead, actions), done));
+  });
+
+  if (actions) {
+    app.get("/actions/outbox-retry/:tenant/:messageId", (c) => {
+      const { tenant, messageId } = c.req.param();
+      const path = outboxRetryPath(tenant, messageId);
+      return c.html(
+        page(
+          "Retry message",
+          "/outbox",
+          confirmPage({
+            title: "Retry message",
+            question: `Put outbox message ${messageId} of tenant ${tenant} back in line now, with a fresh attempt budget. The relay delivers it again with the same delivery key.`,
+            action: path,
+            fields: {},
+            cancelHref: "/outbox",
+            token: heldToken(c),
+          }),
+        ),
+      );
+    });
+    app.post("/actions/outbox-retry/:tenant/:messageId", async (c) => {
+      if (!(await mayAct(c))) return c.text("action token missing or wrong", 403);
+      const { tenant, messageId } = c.req.param();
+      await ctx.engine.retryOutbox(tenant, messageId);
+      return c.redirect("/outbox?done=outbox-retry", 303);
+    });
+    app.get("/actions/:verb/:tenant/:key", async (c) => {
+      const { verb, tenant, key } = c.req.param();
+      const action = runAction(verb);
+      const record = action ? await ctx.engine.inspect(tenant, key) : null;
+      if (!action || !record) return c.text("no such action or run", 404);
+      return c.html(
+        page(
+          action.label,
+          "",
+          confirmPage({
+            title: action.label,
+            question: action.question(record),
+            action: c.req.path,
+            fields: {},
+            cancelHref: runPath(tenant, key),
+            token: action.applies(record) ? heldToken(c) : null,
+          }),
+        ),
+      );
+    });
+    app.post("/actions/:verb/:tenant/:key", async (c) => {
+      if (!(await mayAct(c))) return c.text("action token missing or wrong", 403);
+      const { verb, tenant, key } = c.req.param();
+      const action = runAction(verb);
+      const record = action ? await ctx.engine.inspect(tenant, key) : null;
+      if (!action || !record) return c.text("no such action or run", 404);
+      if (!action.applies(record)) return c.text(`${action.label} does not apply to this run now`, 409);
+      await action.perform(ctx.engine, record);
+      return c.redirect(`${runPath(tenant, key)}?done=${encodeURIComponent(action.name)}`, 303);
+    });
+  }
+
+  app.onError((error, c) => {
+    if (error instanceof IdempoError && error.httpStatus < 500) {
+      return c.html(page("Refused", "", html`<h1>Refused</h1><p>${error.message}</p>`), error.httpStatus as 400);
+    }
+    // Never a stack trace on the page: the operator's terminal has the details.
+    ctx.report(error);
+    return c.html(page("Error", "", html`<h1>Something went wrong</h1><p>See the console's terminal.</p>`), 500);
+  });
+  return app;
+}

@@ -1,0 +1,81 @@
+/**
+ * One run: where it stopped, what a retry would do now (the same sentence
+ * as `idempo keys show`), its phases and steps drawn to scale, the stored
+ * response and state, and the verbs that apply to it.
+ */
+import type { RunRecord } from "@idempo/core";
+import { html } from "hono/html";
+import { describeRetry, diagnose, iso } from "../format/diagnosis.js";
+import { formatDuration, formatLease } from "../format/duration.js";
+import { badge } from "./layout.js";
+import { actionPath } from "./paths.js";
+import { RUN_ACTIONS } from "./run-actions.js";
+import { displayStatus } from "./runs-page.js";
+import { timeline } from "./timeline.js";
+
+const json = (value: unknown) => JSON.stringify(value, null, 2);
+
+/** The run page body; `allowActions` decides whether verb buttons appear at all. */
+export function runPage(record: RunRecord, now: Date, allowActions: boolean) {
+  const d = diagnose(record, now);
+  const history = record.history ?? [];
+  const actions = allowActions ? RUN_ACTIONS.filter((a) => a.applies(record)) : [];
+  return html`<hgroup>
+      <h1>${record.key}</h1>
+      <p>tenant <strong>${record.tenantId}</strong> · workflow <strong>${record.workflow}</strong> ·
+        ${badge(displayStatus(record))}</p>
+    </hgroup>
+    <article>
+      <p>Stopped: <span data-testid="stopped-at">${d.stoppedAt}</span></p>
+      <p class="forecast">A retry now would: <span data-testid="forecast">${describeRetry(record, d)}</span></p>
+      ${
+        d.inDoubt
+          ? html`<p>In doubt: step <strong>${d.inDoubt.name}</strong> started and recorded no result; its call
+            may have reached the other system (derived key <code>${d.inDoubt.derivedKey ?? ""}</code>).</p>`
+          : ""
+      }
+      ${
+        actions.length > 0
+          ? html`<p>${actions.map(
+              (a) => html`<a role="button" href="${actionPath(a.name, record.tenantId, record.key)}">${a.label}</a> `,
+            )}</p>`
+          : ""
+      }
+    </article>
+    <table>
+      <tbody>
+        <tr><th>run id</th><td><code>${record.runId}</code></td></tr>
+        <tr><th>recovery point</th><td>${record.recoveryPoint ?? "— (nothing committed yet)"}</td></tr>
+        <tr><th>attempts</th><td>${record.attempt}</td></tr>
+        <tr><th>owner token</th><td><code>${record.ownerToken ?? "—"}</code></td></tr>
+        <tr><th>lease</th><td>${record.status === "in_flight" ? formatLease(record.leaseRemainingMs ?? 0) : "—"}</td></tr>
+        <tr><th>definition</th><td>${record.definition.join(" → ")}</td></tr>
+        <tr><th>created</th><td>${iso(record.createdAt)}</td></tr>
+        <tr><th>updated</th><td>${iso(record.updatedAt)}</td></tr>
+        <tr><th>expires</th><td>${record.expiresAt ? iso(record.expiresAt) : "—"}</td></tr>
+      </tbody>
+    </table>
+    <h2>Timeline</h2>
+    ${timeline(history, now)}
+    <table data-testid="history">
+      <thead><tr><th>kind</th><th>name</th><th>attempt</th><th>outcome</th><th>took</th><th>derived key</th><th>error</th></tr></thead>
+      <tbody>
+        ${history.map(
+          (h) => html`<tr>
+          <td>${h.kind}</td><td>${h.name}</td><td>${h.attempt}</td><td>${h.outcome}</td>
+          <td>${h.finishedAt ? formatDuration(h.finishedAt.getTime() - h.startedAt.getTime()) : "—"}</td>
+          <td>${h.derivedKey ? html`<code>${h.derivedKey}</code>` : "—"}</td><td>${h.error ?? ""}</td>
+        </tr>`,
+        )}
+      </tbody>
+    </table>
+    <h2>Stored response</h2>
+    ${
+      record.response
+        ? html`<p>${record.response.status} (${record.response.outcome})</p>
+          <pre data-testid="response"><code>${json(record.response.body)}</code></pre>`
+        : html`<p>None yet: the run has not completed.</p>`
+    }
+    <details><summary>State</summary><pre><code>${json(record.state)}</code></pre></details>
+    <details><summary>Input</summary><pre><code>${json(record.input)}</code></pre></details>`;
+}

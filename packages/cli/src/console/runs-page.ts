@@ -1,0 +1,73 @@
+/** The list pages: stuck, in flight, recent and completed runs, filtered by tenant and workflow. */
+import type { ListKeysOptions, RunRecord } from "@idempo/core";
+import { html } from "hono/html";
+import { formatDuration, formatLease } from "../format/duration.js";
+import { badge } from "./layout.js";
+import { runPath } from "./paths.js";
+
+/** The views of the list page: query `view=` value, heading, and listKeys filter. */
+export const VIEWS = {
+  stuck: { title: "Stuck runs", filter: { stuck: true } },
+  in_flight: { title: "Runs in flight", filter: { status: "in_flight" } },
+  recent: { title: "Recent runs", filter: {} },
+  completed: { title: "Completed runs", filter: { status: "completed" } },
+} as const satisfies Record<string, { title: string; filter: ListKeysOptions }>;
+
+/** A view name. */
+export type ViewName = keyof typeof VIEWS;
+
+/** The status to show: in flight with an expired lease reads as stuck. */
+export function displayStatus(record: RunRecord): string {
+  if (record.status === "in_flight" && (record.leaseRemainingMs ?? 0) <= 0) return "stuck";
+  return record.status;
+}
+
+/** The lease or age column. */
+function leaseCell(record: RunRecord): string {
+  if (record.status === "in_flight") return formatLease(record.leaseRemainingMs ?? 0);
+  return record.expired ? "past retention" : "";
+}
+
+/** The list page body. */
+export function runsPage(options: {
+  view: ViewName;
+  tenant: string;
+  workflow: string;
+  items: readonly RunRecord[];
+  nextHref: string | null;
+  now: Date;
+}) {
+  const { view, tenant, workflow, items, now } = options;
+  return html`<h1>${VIEWS[view].title}</h1>
+    <form method="get" action="/runs" role="search">
+      <input type="hidden" name="view" value="${view}" />
+      <fieldset role="group">
+        <input name="tenant" placeholder="tenant" value="${tenant}" aria-label="tenant" />
+        <input name="workflow" placeholder="workflow" value="${workflow}" aria-label="workflow" />
+        <button type="submit">Filter</button>
+      </fieldset>
+    </form>
+    ${
+      items.length === 0
+        ? html`<p>No runs match.</p>`
+        : html`<table>
+      <thead><tr><th>tenant</th><th>key</th><th>workflow</th><th>status</th><th>recovery point</th>
+        <th>attempt</th><th>lease</th><th>updated</th></tr></thead>
+      <tbody>
+        ${items.map(
+          (r) => html`<tr data-key="${r.key}">
+          <td>${r.tenantId}</td>
+          <td class="key"><a href="${runPath(r.tenantId, r.key)}">${r.key}</a></td>
+          <td>${r.workflow}</td>
+          <td>${badge(displayStatus(r))}</td>
+          <td>${r.recoveryPoint ?? "—"}</td>
+          <td>${r.attempt}</td>
+          <td>${leaseCell(r)}</td>
+          <td>${formatDuration(now.getTime() - r.updatedAt.getTime())} ago</td>
+        </tr>`,
+        )}
+      </tbody>
+    </table>`
+    }
+    ${options.nextHref ? html`<p><a href="${options.nextHref}">Next page →</a></p>` : ""}`;
+}

@@ -1,0 +1,52 @@
+/**
+ * A run's phases and steps drawn to scale as SVG: one row per history
+ * entry, bars placed on one time axis from the first start to the last end
+ * (or the database clock for an entry still running), so a long step or a
+ * gap while the key waited for a takeover is visible at a glance.
+ */
+import type { HistoryEntry } from "@idempo/core";
+import { html } from "hono/html";
+import { formatDuration } from "../format/duration.js";
+
+const LABEL_WIDTH = 300;
+const BAR_WIDTH = 620;
+const ROW = 24;
+
+/** Fill colour per outcome. */
+const COLOURS: Record<HistoryEntry["outcome"], string> = {
+  succeeded: "#16a34a",
+  reconciled: "#0d9488",
+  failed: "#dc2626",
+  started: "#f59e0b",
+  interrupted: "#9ca3af",
+};
+
+/** The SVG timeline of `history`; `now` (DB clock) ends entries that have not finished. */
+export function timeline(history: readonly HistoryEntry[], now: Date) {
+  if (history.length === 0) return html`<p>No phase or step has started yet.</p>`;
+  const end = (h: HistoryEntry) => (h.finishedAt ?? now).getTime();
+  const t0 = Math.min(...history.map((h) => h.startedAt.getTime()));
+  const t1 = Math.max(t0 + 1, ...history.map(end));
+  const scale = BAR_WIDTH / (t1 - t0);
+  const height = history.length * ROW + 24;
+  const rows = history.map((h, i) => {
+    const x = LABEL_WIDTH + (h.startedAt.getTime() - t0) * scale;
+    const width = Math.max(2, (end(h) - h.startedAt.getTime()) * scale);
+    const y = i * ROW + 4;
+    const took = formatDuration(end(h) - h.startedAt.getTime());
+    const label = `${h.kind} ${h.name} · attempt ${h.attempt}`;
+    return html`<g data-entry="${h.kind}:${h.name}:${h.attempt}" data-outcome="${h.outcome}">
+      <text x="0" y="${y + 15}">${label}</text>
+      <rect x="${x.toFixed(1)}" y="${y}" width="${width.toFixed(1)}" height="${ROW - 8}" rx="3"
+        fill="${COLOURS[h.outcome]}"><title>${label}: ${h.outcome}, ${took}</title></rect>
+      <text x="${Math.min(x + width + 6, LABEL_WIDTH + BAR_WIDTH - 60).toFixed(1)}" y="${y + 15}">${h.outcome} ${took}</text>
+    </g>`;
+  });
+  return html`<svg class="timeline" role="img" aria-label="timeline of phases and steps"
+    viewBox="0 0 ${LABEL_WIDTH + BAR_WIDTH + 80} ${height}" width="100%">
+    ${rows}
+    <line x1="${LABEL_WIDTH}" x2="${LABEL_WIDTH + BAR_WIDTH}" y1="${height - 14}" y2="${height - 14}" stroke="currentColor" />
+    <text x="${LABEL_WIDTH}" y="${height - 2}">0</text>
+    <text x="${LABEL_WIDTH + BAR_WIDTH - 40}" y="${height - 2}">${formatDuration(t1 - t0)}</text>
+  </svg>`;
+}

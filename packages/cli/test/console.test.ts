@@ -1,0 +1,203 @@
+/**
+ * The web console in a real browser (Playwright driving the system's
+ * Chromium) against a database seeded by real runs: two tenants, a
+ * completed checkout, one stuck in its charge step, one whose process died
+ * with its lease still running, and a key containing markup.
+ */
+import { existsSync, mkdirSync } from "node:fs";
+import { fileURLToPath } from "node:url";
+import type { Engine } from "@idempo/core";
+import { createEngine } from "@idempo/core";
+import { CrashSignal, setFaultHook } from "@idempo/core/internal";
+import type { Browser, Page } from "playwright-core";
+import { chromium } from "playwright-core";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { useClonedDatabase } from "../../testkit/src/index.ts";
+import { checkout } from "./fixtures/checkout-workflow.ts";
+import type { ConsoleProcess } from "./support/console-process.ts";
+import { startConsoleProcess } from "./support/console-process.ts";
+
+const CHROMIUM = "/usr/bin/chromium";
+const SCRIPT_KEY = "<script>window.__pwned=1</script>";
+/** Set to a folder to refresh the screenshots kept in the docs. */
+const SCREENSHOTS = process.env.CONSOLE_SCREENSHOTS;
+
+if (!existsSync(CHROMIUM)) {
+  const message = `console browser tests need ${CHROMIUM} (apt-get install -y chromium)`;
+  if (process.env.CI) throw new Error(message);
+  console.warn(`\n*** SKIPPED: ${message} ***\n`);
+}
+
+async function crashAt(engine: Engine, point: string, tenantId: string, key: string, amountCents: number) {
+  setFaultHook(engine, (p) => {
+    if (p === point) throw new CrashSignal(p);
+  });
+  await expect(engine.runOnce(checkout, { tenantId, key, input: { amountCents } })).rejects.toBeInstanceOf(CrashSignal);
+  setFaultHook(engine, undefined);
+}
+
+const seeded = useClonedDatabase("idempo_console", {
+  pool: 4,
+  prepare: async (db) => {
+    const normal = createEngine({ db });
+    const short = createEngine({ db, leaseMs: 200 });
+    const long = createEngine({ db, leaseMs: 600_000 });
+    await normal.runOnce(checkout, { tenantId: "acme", key: "order-1001", input: { amountCents: 1200 } });
+    await normal.runOnce(checkout, { tenantId: "globex", key: "order-1001", input: { amountCents: 800 } });
+    await crashAt(short, "called:step:charge", "acme", "order-1002", 4500);
+    await crashAt(short, "after:phase:create_order", "acme", SCRIPT_KEY, 100);
+    await crashAt(long, "after:phase:create_order", "globex", "order-2001", 300);
+    // Wait until the short leases have run out by the database clock.
+    for (let i = 0; i < 200; i++) {
+      const page = await normal.listKeys({ stuck: true });
+      if (page.items.length >= 2) break;
+      await new Promise((r) => setTimeout(r, 50));
+    }
+  },
+});
+
+describe.skipIf(!existsSync(CHROMIUM))("idempo console in a browser", () => {
+  let browser: Browser;
+  let readOnly: ConsoleProcess;
+  let withActions: ConsoleProcess;
+  let engine: Engine;
+  const alerts: string[] = [];
+
+  beforeAll(async () => {
+    engine = createEngine({ db: seeded.db });
+    [readOnly, withActions, browser] = await Promise.all([
+      startConsoleProcess(seeded.url),
+      startConsoleProcess(seeded.url, ["--allow-actions"]),
+      chromium.launch({
+        executablePath: CHROMIUM,
+        args: ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"],
+      }),
+    ]);
+    if (SCREENSHOTS) mkdirSync(SCREENSHOTS, { recursive: true });
+  });
+  afterAll(async () => {
+    await Promise.all([browser?.close(), readOnly?.stop(), withActions?.stop()]);
+  });
+
+  async function open(path: string, base = readOnly.url): Promise<Page> {
+    const page = await browser.newPage({ viewport: { width: 1280, height: 900 } });
+    page.on("dialog", (d) => {
+      alerts.push(d.message());
+      void d.dismiss();
+    });
+    await page.goto(`${base}${path}`);
+    return page;
+  }
+  async function shot(page: Page, name: string) {
+    if (SCREENSHOTS)
+      await page.screenshot({ path: fileURLToPath(new URL(`${name}.png`, `file://${SCREENSHOTS}/`)), fullPage: true });
+  }
+
+  it("lists the stuck runs of both tenants, and shows the markup key as text", async () => {
+    const page = await open("/");
+    expect(new URL(page.url()).pathname).toBe("/runs");
+    const keys = await page.locator("tbody tr").evaluateAll((rows) => rows.map((r) => r.getAttribute("data-key")));
+    expect(keys.sort()).toEqual([SCRIPT_KEY, "order-1002"].sort());
+    await expect(page.locator("td.key a", { hasText: SCRIPT_KEY }).count()).resolves.toBe(1);
+    expect(await page.evaluate(() => (globalThis as { __pwned?: number }).__pwned)).toBeUndefined();
+    expect(await page.locator("body script").count()).toBe(0);
+    await shot(page, "stuck");
+    await page.close();
+  });
+
+  it("filters by tenant and status", async () => {
+    const page = await open("/runs?view=recent&tenant=globex");
+    const rows = await page.locator("tbody tr td:first-child").allTextContents();
+    expect(rows).toEqual(["globex", "globex"]);
+    await page.goto(`${readOnly.url}/runs?view=completed`);
+    const completed = await page.locator("tbody tr").evaluateAll((r) => r.map((x) => x.getAttribute("data-key")));
+    expect(completed).toEqual(["order-1001", "order-1001"]);
+    await page.close();
+  });
+
+  it("shows a stuck run's timeline as inspect records it, and what a retry would do", async () => {
+    const record = await engine.inspect("acme", "order-1002");
+    const page = await open("/runs/acme/order-1002");
+    const entries = await page
+      .locator("svg.timeline g[data-entry]")
+      .evaluateAll((gs) => gs.map((g) => [g.getAttribute("data-entry"), g.getAttribute("data-outcome")]));
+    expect(entries).toEqual(record?.history?.map((h) => [`${h.kind}:${h.name}:${h.attempt}`, h.outcome]));
+    expect(entries).toEqual([
+      ["phase:create_order:1", "succeeded"],
+      ["step:charge:1", "started"],
+    ]);
+    const forecast = await page.getByTestId("forecast").textContent();
+    expect(forecast).toContain("take over as attempt 2 and resume after create_order");
+    expect(forecast).toContain("call step charge again with the same derived key");
+    expect(await page.getByText("In doubt: step").count()).toBe(1);
+    await shot(page, "run-stuck");
+    await page.close();
+  });
+
+  it("shows a completed run's stored response, and the markup key's page as text", async () => {
+    const page = await open("/runs/acme/order-1001");
+    const body = JSON.parse((await page.getByTestId("response").textContent()) ?? "null");
+    expect(body).toEqual((await engine.inspect("acme", "order-1001"))?.response?.body);
+    expect(await page.getByTestId("forecast").textContent()).toContain("replay the stored 201 response");
+    await page.goto(`${readOnly.url}/runs/acme/${encodeURIComponent(SCRIPT_KEY)}`);
+    expect(await page.locator("h1").first().textContent()).toBe(SCRIPT_KEY);
+    expect(await page.evaluate(() => (globalThis as { __pwned?: number }).__pwned)).toBeUndefined();
+    await page.close();
+  });
+
+  it("lists the outbox's pending receipts", async () => {
+    const page = await open("/outbox");
+    const pending = await engine.listOutbox({ status: "pending" });
+    const ids = await page.locator("tr[data-message]").evaluateAll((r) => r.map((x) => x.getAttribute("data-message")));
+    expect(ids.sort()).toEqual(pending.map((m) => m.messageId).sort());
+    expect(ids).toHaveLength(2);
+    await shot(page, "outbox");
+    await page.close();
+  });
+
+  it("offers no action without --allow-actions, and refuses one sent by hand", async () => {
+    const page = await open("/runs/globex/order-2001");
+    expect(await page.getByRole("button", { name: "Release lease" }).count()).toBe(0);
+    expect(await page.getByText("Retry…").count()).toBe(0);
+    const get = await page.request.get(`${readOnly.url}/actions/release/globex/order-2001`);
+    expect(get.status()).toBe(404);
+    const post = await page.request.post(`${readOnly.url}/actions/release/globex/order-2001`, { form: { token: "x" } });
+    expect(post.status()).toBe(404);
+    expect((await engine.inspect("globex", "order-2001"))?.leaseRemainingMs).toBeGreaterThan(60_000);
+    await page.close();
+  });
+
+  it("refuses an action from a browser that never opened the token address", async () => {
+    const page = await open("/actions/release/globex/order-2001", withActions.url);
+    expect(await page.getByText("does not hold the console's action token").count()).toBe(1);
+    expect(await page.locator("form[method=post]").count()).toBe(0);
+    const post = await page.request.post(`${withActions.url}/actions/release/globex/order-2001`, {
+      form: { token: "guess" },
+    });
+    expect(post.status()).toBe(403);
+    expect((await engine.inspect("globex", "order-2001"))?.leaseRemainingMs).toBeGreaterThan(60_000);
+    await page.close();
+  });
+
+  it("releases a dead owner's lease through the page, and the next retry takes the run over", async () => {
+    const token = withActions.tokenUrl;
+    expect(token).not.toBeNull();
+    const page = await open(new URL(token as string).pathname + new URL(token as string).search, withActions.url);
+    await page.goto(`${withActions.url}/runs/globex/order-2001`);
+    expect(await page.getByTestId("forecast").textContent()).toContain("409 key_in_progress");
+    await page.getByRole("button", { name: "Release lease" }).click();
+    await shot(page, "confirm-release");
+    await page.getByRole("button", { name: "Confirm: Release lease" }).click();
+    await page.waitForURL(/done=release/);
+    expect(await page.getByRole("status").textContent()).toContain("Release lease: done.");
+    expect(await page.getByTestId("forecast").textContent()).toContain(
+      "take over as attempt 2 and resume after create_order",
+    );
+    const res = await engine.runOnce(checkout, { tenantId: "globex", key: "order-2001", input: { amountCents: 300 } });
+    expect(res).toMatchObject({ status: 201, replayed: false });
+    const after = await engine.inspect("globex", "order-2001");
+    expect(after).toMatchObject({ status: "completed", attempt: 2 });
+    await page.close();
+    expect(alerts).toEqual([]);
+  });
+});

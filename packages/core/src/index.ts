@@ -37,6 +37,7 @@ export type {
 } from "./runtime/relay.js";
 export type { RunResult } from "./runtime/run-result.js";
 export type { Worker } from "./runtime/worker.js";
+export type { LogFields, Logger } from "./telemetry/logger.js";
 export type { StateUpdate, WorkflowBuilder } from "./workflow/builder.js";
 export { workflow } from "./workflow/builder.js";
 export type {

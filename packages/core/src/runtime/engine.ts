@@ -19,6 +19,10 @@ import { applyMigrations } from "../store/migrate.js";
 import { expireLease, selectHistory, selectRecord, selectRecords } from "../store/operations.js";
 import type { Executor, TakenRun } from "../store/run-store.js";
 import { tablesIn } from "../store/run-store.js";
+import type { Logger } from "../telemetry/logger.js";
+import { SILENT } from "../telemetry/logger.js";
+import type { ClaimResult, SpanScope } from "../telemetry/telemetry.js";
+import { keyHash, Telemetry } from "../telemetry/telemetry.js";
 import type { Definition, Workflow } from "../workflow/definition.js";
 import type { AdminApi } from "./admin-api.js";
 import { adminApi } from "./admin-api.js";
@@ -48,6 +52,14 @@ export interface EngineOptions<DB> {
   heartbeatMs?: number;
   /** Retention of completed records in ms when a workflow sets none (Default: 86 400 000, 24 h). */
   retentionMs?: number;
+  /**
+   * Where idempo logs what an operator needs to know (takeovers, lost
+   * leases, relay retries and dead letters, failed resumes), once per event,
+   * with structured fields. pino's call shape: `logger.warn(fields, message)`;
+   * pino and `console` fit as they are. idempo never writes to the console on
+   * its own (Default: no logging).
+   */
+  logger?: Logger;
 }
 
 /** The arguments of one `runOnce` call. */
@@ -186,11 +198,43 @@ export function createEngine<DB>(options: EngineOptions<DB>): Engine {
   const heartbeatMs = options.heartbeatMs === undefined ? undefined : positiveMs("heartbeatMs", options.heartbeatMs, 0);
   const retentionMs = positiveMs("retentionMs", options.retentionMs, DEFAULT_RETENTION_MS);
 
-  const deps = (): ExecutorDeps => ({ db, tables, heartbeatMs, hook: faultHookOf(engine) });
+  const telemetry = new Telemetry(options.logger ?? SILENT);
+  const deps = (): ExecutorDeps => ({ db, tables, heartbeatMs, hook: faultHookOf(engine), telemetry });
 
-  async function runOnce<In, B>(wf: Workflow<In, B>, request: RunOnceRequest<In>): Promise<RunResult<B>> {
+  /** Attributes that name a run on spans: the key only as a hash. */
+  const runAttributes = (workflowName: string, tenantId: unknown, key: unknown) => ({
+    "idempo.workflow": workflowName,
+    ...(typeof tenantId === "string" ? { "idempo.tenant_id": tenantId } : {}),
+    ...(typeof tenantId === "string" && typeof key === "string" ? { "idempo.key.hash": keyHash(tenantId, key) } : {}),
+  });
+
+  function runOnce<In, B>(wf: Workflow<In, B>, request: RunOnceRequest<In>): Promise<RunResult<B>> {
+    const name = wf?.definition?.name ?? "unknown";
+    const attributes = runAttributes(name, request?.tenantId, request?.key);
+    const started = performance.now();
+    return telemetry.span(`runOnce ${name}`, "internal", attributes, async (span) => {
+      const claimed = (result: ClaimResult) => {
+        span.set({ "idempo.claim.result": result });
+        telemetry.count("claims", { "idempo.workflow": name, "idempo.claim.result": result });
+      };
+      try {
+        const result = await guardedRun(wf, request, span, claimed);
+        span.set({ "idempo.outcome": result.outcome, "idempo.replayed": result.replayed });
+        return result;
+      } finally {
+        telemetry.duration("runDuration", performance.now() - started, { "idempo.workflow": name });
+      }
+    });
+  }
+
+  async function guardedRun<In, B>(
+    wf: Workflow<In, B>,
+    request: RunOnceRequest<In>,
+    span: SpanScope,
+    claimed: (result: ClaimResult) => void,
+  ): Promise<RunResult<B>> {
     try {
-      return await claimAndRun(wf, request);
+      return await claimAndRun(wf, request, span, claimed);
     } catch (error) {
       if (!(error instanceof IdempoError) && isConnectionLoss(error)) throw new DatabaseUnavailableError(error);
       if ((error as { code?: string }).code === "42P01" && String((error as Error).message).includes(tables.schema)) {
@@ -202,7 +246,12 @@ export function createEngine<DB>(options: EngineOptions<DB>): Engine {
     }
   }
 
-  async function claimAndRun<In, B>(wf: Workflow<In, B>, request: RunOnceRequest<In>): Promise<RunResult<B>> {
+  async function claimAndRun<In, B>(
+    wf: Workflow<In, B>,
+    request: RunOnceRequest<In>,
+    span: SpanScope,
+    claimed: (result: ClaimResult) => void,
+  ): Promise<RunResult<B>> {
     const def = wf?.definition;
     if (!def) throw new WorkflowDefinitionError("runOnce needs a workflow built with workflow(...).respond(...)");
     assertValidKey(request?.tenantId, "tenant id");
@@ -230,8 +279,10 @@ export function createEngine<DB>(options: EngineOptions<DB>): Engine {
         leaseMs: runLease,
         retentionMs: def.options.retentionMs ?? retentionMs,
       };
-      const start = (): Promise<RunResult<B>> =>
-        execute(deps(), {
+      const start = (): Promise<RunResult<B>> => {
+        claimed("new");
+        span.set({ "idempo.attempt": 1 });
+        return execute(deps(), {
           def,
           own: { tenantId, key, runId: fresh.runId, ownerToken: fresh.ownerToken },
           attempt: 1,
@@ -239,7 +290,9 @@ export function createEngine<DB>(options: EngineOptions<DB>): Engine {
           state: Object.freeze({}),
           recoveryPoint: null,
           leaseMs: runLease,
+          span,
         }) as Promise<RunResult<B>>;
+      };
 
       const claim = await claimNewKey(db, tables, fresh);
       if (claim.kind === "raced") continue;
@@ -251,12 +304,15 @@ export function createEngine<DB>(options: EngineOptions<DB>): Engine {
         continue;
       }
       if (found.workflow !== def.name) {
+        claimed("mismatch");
         throw new IdempotencyKeyMismatchError(tenantId, key, `workflow '${found.workflow}', not '${def.name}'`);
       }
       if (found.fingerprint !== fingerprint) {
+        claimed("mismatch");
         throw new IdempotencyKeyMismatchError(tenantId, key, "a different request payload");
       }
       if (found.status === "completed") {
+        claimed("replay");
         return {
           status: found.responseStatus ?? 500,
           body: JSON.parse(found.responseBody ?? "null") as JsonValue,
@@ -264,7 +320,10 @@ export function createEngine<DB>(options: EngineOptions<DB>): Engine {
           outcome: found.outcome ?? "succeeded",
         } as RunResult<B>;
       }
-      if (found.leaseRemainingMs > 0) throw new IdempotencyKeyInProgressError(tenantId, key, found.leaseRemainingMs);
+      if (found.leaseRemainingMs > 0) {
+        claimed("in_progress");
+        throw new IdempotencyKeyInProgressError(tenantId, key, found.leaseRemainingMs);
+      }
       const ownerToken = newId();
       const taken = await takeOverExpiredLease(db, tables, {
         tenantId,
@@ -274,8 +333,10 @@ export function createEngine<DB>(options: EngineOptions<DB>): Engine {
         fingerprint,
       });
       if (!taken) continue;
-      return resume(def, taken, { tenantId, key, ownerToken }, runLease) as Promise<RunResult<B>>;
+      claimed("takeover");
+      return resume(def, taken, { tenantId, key, ownerToken }, runLease, span) as Promise<RunResult<B>>;
     }
+    claimed("in_progress");
     throw new IdempotencyKeyInProgressError(tenantId, key, 0);
   }
 
@@ -284,7 +345,20 @@ export function createEngine<DB>(options: EngineOptions<DB>): Engine {
     taken: TakenRun,
     own: { tenantId: string; key: string; ownerToken: string },
     runLease: number,
+    span: SpanScope,
   ): Promise<RunResult<unknown>> {
+    span.set({ "idempo.attempt": taken.attempt });
+    telemetry.log(
+      "info",
+      {
+        workflow: def.name,
+        tenantId: own.tenantId,
+        keyHash: keyHash(own.tenantId, own.key),
+        attempt: taken.attempt,
+        recoveryPoint: taken.recoveryPoint,
+      },
+      "idempo: took over an expired lease; resuming after the recovery point",
+    );
     checkResumable(def, taken);
     return execute(deps(), {
       def,
@@ -294,6 +368,7 @@ export function createEngine<DB>(options: EngineOptions<DB>): Engine {
       state: deepFreeze(JSON.parse(taken.state) as JsonObject),
       recoveryPoint: taken.recoveryPoint,
       leaseMs: runLease,
+      span,
     });
   }
 
@@ -307,16 +382,43 @@ export function createEngine<DB>(options: EngineOptions<DB>): Engine {
       const runLease = def.options.leaseMs ?? leaseMs;
       const ownerToken = newId();
       try {
-        const taken = await takeOverExpiredLease(db, tables, {
-          ...stale,
-          ownerToken,
-          leaseMs: runLease,
-          fingerprint: null,
-        });
-        if (!taken) continue; // a client or another resumer got it first, or its owner renewed
-        const res = await resume(def, taken, { tenantId: stale.tenantId, key: stale.key, ownerToken }, runLease);
-        resumed.push({ ...stale, status: res.status, outcome: res.outcome });
+        const res = await telemetry.span(
+          `resume ${stale.workflow}`,
+          "internal",
+          runAttributes(stale.workflow, stale.tenantId, stale.key),
+          async (span) => {
+            const taken = await takeOverExpiredLease(db, tables, {
+              ...stale,
+              ownerToken,
+              leaseMs: runLease,
+              fingerprint: null,
+            });
+            if (!taken) return null; // a client or another resumer got it first, or its owner renewed
+            telemetry.count("claims", { "idempo.workflow": stale.workflow, "idempo.claim.result": "takeover" });
+            span.set({ "idempo.claim.result": "takeover" });
+            const result = await resume(
+              def,
+              taken,
+              { tenantId: stale.tenantId, key: stale.key, ownerToken },
+              runLease,
+              span,
+            );
+            span.set({ "idempo.outcome": result.outcome, "idempo.replayed": false });
+            return result;
+          },
+        );
+        if (res) resumed.push({ ...stale, status: res.status, outcome: res.outcome });
       } catch (error) {
+        telemetry.log(
+          "error",
+          {
+            workflow: stale.workflow,
+            tenantId: stale.tenantId,
+            keyHash: keyHash(stale.tenantId, stale.key),
+            error: String(error),
+          },
+          "idempo: resuming a stale run failed; it stays at its recovery point",
+        );
         failed.push({ ...stale, error: error instanceof Error ? error : new Error(String(error)) });
       }
     }
@@ -331,6 +433,7 @@ export function createEngine<DB>(options: EngineOptions<DB>): Engine {
     for (let i = 0; i < maxBatches; i++) {
       const n = await sweepBatch(db, tables, batchSize);
       total += n;
+      telemetry.count("sweepDeleted", { "idempo.table": "runs" }, n);
       if (n < batchSize) break;
     }
     for (let i = 0; i < maxBatches; i++) {
@@ -344,7 +447,7 @@ export function createEngine<DB>(options: EngineOptions<DB>): Engine {
     runOnce,
     resumeStale,
     sweep,
-    startRelay: (opts) => startRelay(db, tables, () => faultHookOf(engine), opts),
+    startRelay: (opts) => startRelay(db, tables, () => faultHookOf(engine), telemetry, opts),
     startWorker(opts) {
       const intervalMs = positiveMs("intervalMs", opts.intervalMs, 5_000);
       const onError = opts.onError ?? (() => {});

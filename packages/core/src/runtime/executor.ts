@@ -24,6 +24,9 @@ import {
   stillOwns,
 } from "../store/progress.js";
 import type { Executor, Ownership, StoredResponse, Tables } from "../store/run-store.js";
+import { swapTraceParent } from "../store/trace.js";
+import type { SpanScope, Telemetry } from "../telemetry/telemetry.js";
+import { keyHash } from "../telemetry/telemetry.js";
 import type { RunInfo } from "../workflow/context.js";
 import type { Definition, Item } from "../workflow/definition.js";
 import { isConnectionLoss, isTransient } from "./db-errors.js";
@@ -44,6 +47,8 @@ export interface Plan {
   readonly state: JsonObject;
   readonly recoveryPoint: string | null;
   readonly leaseMs: number;
+  /** The span of the runOnce call (or resume) this attempt runs in. */
+  readonly span: SpanScope;
 }
 
 export interface ExecutorDeps {
@@ -52,6 +57,7 @@ export interface ExecutorDeps {
   /** Fixed heartbeat interval; `undefined` = a third of the run's lease. */
   readonly heartbeatMs: number | undefined;
   readonly hook: FaultHook | undefined;
+  readonly telemetry: Telemetry;
 }
 
 const PHASE_TRIES = 5;
@@ -82,7 +88,24 @@ function resumeIndex(plan: Plan): number {
 export async function execute(deps: ExecutorDeps, plan: Plan): Promise<RunResult<unknown>> {
   const { own } = plan;
   const lostError = () => new LeaseLostError(own.tenantId, own.key, "a fenced write");
-  const lease = new LeaseKeeper(() => renewLease(deps.db, deps.tables, own, plan.leaseMs), lostError);
+  const { telemetry } = deps;
+  const lease = new LeaseKeeper(
+    () => renewLease(deps.db, deps.tables, own, plan.leaseMs),
+    lostError,
+    () => {
+      telemetry.count("leaseLost", { "idempo.workflow": plan.def.name });
+      telemetry.log(
+        "warn",
+        {
+          workflow: plan.def.name,
+          tenantId: own.tenantId,
+          keyHash: keyHash(own.tenantId, own.key),
+          attempt: plan.attempt,
+        },
+        "idempo: lease lost; another attempt owns the run now, this one stops",
+      );
+    },
+  );
   lease.start(deps.heartbeatMs ?? Math.max(1, Math.floor(plan.leaseMs / 3)));
   let recoveryPoint = plan.recoveryPoint;
   let state = plan.state;
@@ -100,18 +123,39 @@ export async function execute(deps: ExecutorDeps, plan: Plan): Promise<RunResult
     attempt: plan.attempt,
   });
   try {
+    const traceparent = plan.span.traceparent();
+    if (traceparent) {
+      // Only traced attempts pay this statement: the link from a takeover to the attempt it replaced.
+      const previous = await swapTraceParent(deps.db, deps.tables, own, traceparent);
+      if (previous && plan.attempt > 1) plan.span.link(previous);
+    }
     const items = plan.def.items;
     for (let i = resumeIndex(plan); i < items.length; i++) {
       const item = items[i] as Item;
       current = item;
       const last = i === items.length - 1;
-      let outcome: Outcome;
-      if (item.kind === "phase") {
-        await hook(`before:phase:${item.name}`);
-        outcome = await runPhase(deps, plan, lease, item, info(state), last);
-      } else {
-        outcome = await runStep(deps, plan, lease, item, info(state), last, hook, openStep);
-      }
+      const s = state;
+      const attributes = { "idempo.workflow": plan.def.name, "idempo.item": item.name, "idempo.attempt": plan.attempt };
+      const started = performance.now();
+      const outcome: Outcome = await telemetry.span(
+        `${item.kind} ${item.name}`,
+        "internal",
+        attributes,
+        async (span) => {
+          try {
+            if (item.kind === "step")
+              return await runStep(deps, plan, lease, item, info(s), last, hook, openStep, span);
+            await hook(`before:phase:${item.name}`);
+            return await runPhase(deps, plan, lease, item, info(s), last);
+          } finally {
+            telemetry.duration("phaseDuration", performance.now() - started, {
+              "idempo.workflow": plan.def.name,
+              "idempo.item": item.name,
+              "idempo.item.kind": item.kind,
+            });
+          }
+        },
+      );
       if (outcome.kind === "done") {
         // A crash here is "completed, but the client never got the answer": the retry replays.
         if (outcome.result.outcome === "succeeded") await hook(`after:${item.kind}:${item.name}`);
@@ -309,9 +353,11 @@ async function runStep(
   last: boolean,
   hook: (point: string) => Promise<void>,
   openStep: OpenStep,
+  span: SpanScope,
 ): Promise<Outcome> {
   const where = `step '${item.name}'`;
   const idempotencyKey = deriveStepKey(plan.own.tenantId, plan.own.key, plan.def.name, item.name);
+  span.set({ "idempo.step.derived_key.hash": keyHash(plan.own.tenantId, idempotencyKey) });
   const started = await recordStepStarted(deps.db, deps.tables, plan.own, {
     name: item.name,
     attempt: plan.attempt,
@@ -319,6 +365,7 @@ async function runStep(
   });
   if (!started) throw lease.lost();
   openStep.entryId = started.entryId;
+  span.set({ "idempo.step.in_doubt": started.priorStarts > 0 });
   await hook(`before:step:${item.name}`);
   let result: unknown;
   let outcome: "succeeded" | "reconciled" = "succeeded";
@@ -331,7 +378,18 @@ async function runStep(
     }
     if (outcome === "succeeded") {
       const ctl = control();
-      result = await callStep(item, { ...info, fail: ctl.fail, reject: ctl.reject, idempotencyKey }, lease.signal);
+      let retries = 0;
+      const onRetry = () => {
+        retries++;
+        span.set({ "idempo.step.retries": retries });
+        deps.telemetry.count("stepRetries", { "idempo.workflow": plan.def.name, "idempo.item": item.name });
+      };
+      result = await callStep(
+        item,
+        { ...info, fail: ctl.fail, reject: ctl.reject, idempotencyKey },
+        lease.signal,
+        onRetry,
+      );
       ctl.rethrowCaught();
     }
   } catch (error) {
@@ -344,6 +402,7 @@ async function runStep(
     });
   }
   openStep.entryId = null;
+  span.set({ "idempo.step.reconciled": outcome === "reconciled" });
   await hook(`called:step:${item.name}`);
   const state = mergeState(info.state as JsonObject, result, where);
   const progress: Advance = {

@@ -10,12 +10,15 @@ export class LeaseKeeper {
   readonly #controller = new AbortController();
   readonly #renew: () => Promise<boolean>;
   readonly #lostError: () => LeaseLostError;
+  readonly #onLost: () => void;
   #timer: NodeJS.Timeout | undefined;
   #renewing = false;
 
-  constructor(renew: () => Promise<boolean>, lostError: () => LeaseLostError) {
+  /** `onLost` is called once, the first time the lease is found lost. */
+  constructor(renew: () => Promise<boolean>, lostError: () => LeaseLostError, onLost: () => void) {
     this.#renew = renew;
     this.#lostError = lostError;
+    this.#onLost = onLost;
   }
 
   /** Aborted (with a LeaseLostError reason) when the lease is lost. */
@@ -32,7 +35,10 @@ export class LeaseKeeper {
   /** Mark the lease lost (a fenced write matched nothing). */
   lost(): LeaseLostError {
     const error = this.#lostError();
-    if (!this.#controller.signal.aborted) this.#controller.abort(error);
+    if (!this.#controller.signal.aborted) {
+      this.#controller.abort(error);
+      this.#onLost();
+    }
     this.stop();
     return error;
   }

@@ -10,6 +10,8 @@ import type { JsonValue } from "../json/json-value.js";
 import type { ClaimedMessage } from "../store/outbox.js";
 import { claimDue, markDelivered, markFailed, OUTBOX_CHANNEL } from "../store/outbox.js";
 import type { Executor, Tables } from "../store/run-store.js";
+import type { Telemetry } from "../telemetry/telemetry.js";
+import { keyHash } from "../telemetry/telemetry.js";
 import type { FaultHook } from "./hooks.js";
 import { CrashSignal } from "./signals.js";
 
@@ -97,6 +99,7 @@ export function startRelay(
   db: Executor,
   tables: Tables,
   hook: () => FaultHook | undefined,
+  telemetry: Telemetry,
   options: RelayOptions,
 ): Relay {
   const topics = Object.keys(options.handlers);
@@ -130,6 +133,19 @@ export function startRelay(
   async function deliver(m: ClaimedMessage): Promise<void> {
     const handler = options.handlers[m.topic];
     if (!handler) return;
+    const attributes = {
+      "messaging.destination.name": m.topic,
+      "messaging.message.id": m.message_id,
+      "idempo.tenant_id": m.tenant_id,
+      "idempo.key.hash": keyHash(m.tenant_id, m.key),
+      "idempo.outbox.attempt": m.attempts,
+    };
+    await telemetry
+      .span(`deliver ${m.topic}`, "producer", attributes, () => attemptDelivery(m, handler))
+      .catch(() => undefined); // the failure is recorded on the span and handled below
+  }
+
+  async function attemptDelivery(m: ClaimedMessage, handler: DeliveryHandler): Promise<void> {
     const signal = AbortSignal.any([stopping.signal, AbortSignal.timeout(leaseMs)]);
     try {
       await handler(
@@ -145,12 +161,33 @@ export function startRelay(
       );
       await hook()?.(`delivered:outbox:${m.topic}`, { tenantId: m.tenant_id, key: m.key, attempt: m.attempts });
       await markDelivered(db, tables, m);
+      // The application's clock against the commit's: a gauge of lag, not a lease.
+      telemetry.duration("outboxLag", Date.now() - m.created_at.getTime(), { "messaging.destination.name": m.topic });
     } catch (error) {
       if (error instanceof CrashSignal) return; // as if the relay died here: the claim simply runs out
       onError(error);
       const delay = Math.random() * Math.min(maxBackoffMs, backoffMs * 2 ** (m.attempts - 1));
       const message = error instanceof Error ? error.message : String(error);
-      await markFailed(db, tables, m, message, m.attempts >= maxAttempts, delay).catch(onError);
+      const dead = m.attempts >= maxAttempts;
+      const fields = {
+        topic: m.topic,
+        messageId: m.message_id,
+        tenantId: m.tenant_id,
+        attempt: m.attempts,
+        error: message,
+      };
+      if (dead) {
+        telemetry.count("deadLetters", { "messaging.destination.name": m.topic });
+        telemetry.log("error", fields, "idempo: outbox delivery failed for the last time; message dead-lettered");
+      } else {
+        telemetry.log(
+          "warn",
+          { ...fields, retryInMs: Math.round(delay) },
+          "idempo: outbox delivery failed; will retry",
+        );
+      }
+      await markFailed(db, tables, m, message, dead, delay).catch(onError);
+      throw error;
     }
   }
 

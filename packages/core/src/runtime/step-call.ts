@@ -24,11 +24,12 @@ function abortable(ms: number, signal: AbortSignal): Promise<void> {
   });
 }
 
-/** Call the step, retrying as its options allow. `leaseSignal` aborts everything. */
+/** Call the step, retrying as its options allow; `onRetry` hears of each retry. `leaseSignal` aborts everything. */
 export async function callStep(
   item: StepItem,
   ctx: Omit<StepContext<unknown, unknown>, "signal">,
   leaseSignal: AbortSignal,
+  onRetry: () => void,
 ): Promise<unknown> {
   const { retries = 0, retryable, backoffMs = 100, maxBackoffMs = 5_000, timeoutMs } = item.options;
   for (let tryNo = 0; ; tryNo++) {
@@ -39,6 +40,7 @@ export async function callStep(
     } catch (error) {
       const control = error instanceof FailSignal || error instanceof RejectSignal;
       if (control || leaseSignal.aborted || tryNo >= retries || !retryable?.(error)) throw error;
+      onRetry();
       await abortable(Math.random() * Math.min(maxBackoffMs, backoffMs * 2 ** tryNo), leaseSignal);
     }
   }

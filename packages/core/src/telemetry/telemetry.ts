@@ -1,0 +1,176 @@
+/**
+ * What an engine reports about its work: spans (one per `runOnce`, a child
+ * per phase and step, one per outbox delivery), metrics, and log lines, all
+ * named in the OpenTelemetry semantic-convention style (dotted lower-case
+ * names under `idempo.`, durations in seconds). The idempotency key never
+ * appears raw: only as `idempo.key.hash`.
+ */
+import { createHash } from "node:crypto";
+import { createRequire } from "node:module";
+import type * as Api from "@opentelemetry/api";
+import type { LogFields, Logger } from "./logger.js";
+import { log } from "./logger.js";
+import { loadOtel } from "./otel.js";
+
+const { version } = createRequire(import.meta.url)("../../package.json") as { version: string };
+
+/** Attribute values as OpenTelemetry takes them. */
+export type Attributes = Record<string, string | number | boolean>;
+
+/** How a claim ended, the `idempo.claim.result` attribute and metric label. */
+export type ClaimResult = "new" | "replay" | "in_progress" | "mismatch" | "takeover" | "parked";
+
+/** The first 16 hex digits of SHA-256 over tenant and key: correlates spans without exposing the key. */
+export function keyHash(tenantId: string, key: string): string {
+  return createHash("sha256").update(`${tenantId}\u0000${key}`).digest("hex").slice(0, 16);
+}
+
+/** A span in progress, or nothing when tracing is off. */
+export interface SpanScope {
+  set(attributes: Attributes): void;
+  /** Link this span to an earlier one (the attempt a takeover replaced), by W3C traceparent. */
+  link(traceparent: string): void;
+  /** This span's W3C traceparent when it is sampled, else null. */
+  traceparent(): string | null;
+}
+
+const NO_SPAN: SpanScope = { set: () => undefined, link: () => undefined, traceparent: () => null };
+
+interface Instruments {
+  claims: Api.Counter;
+  leaseLost: Api.Counter;
+  parked: Api.Counter;
+  stepRetries: Api.Counter;
+  deadLetters: Api.Counter;
+  sweepDeleted: Api.Counter;
+  outboxLag: Api.Histogram;
+  runDuration: Api.Histogram;
+  phaseDuration: Api.Histogram;
+}
+
+function createInstruments(api: typeof Api): Instruments {
+  const meter = api.metrics.getMeter("idempo", version);
+  const seconds = (name: string, description: string) => meter.createHistogram(name, { description, unit: "s" });
+  return {
+    claims: meter.createCounter("idempo.claims", { description: "runOnce calls by claim result", unit: "{claim}" }),
+    leaseLost: meter.createCounter("idempo.lease.lost", {
+      description: "attempts that lost their lease",
+      unit: "{attempt}",
+    }),
+    parked: meter.createCounter("idempo.runs.parked", { description: "runs parked", unit: "{run}" }),
+    stepRetries: meter.createCounter("idempo.step.retries", {
+      description: "in-process step retries",
+      unit: "{retry}",
+    }),
+    deadLetters: meter.createCounter("idempo.outbox.dead_letters", {
+      description: "outbox messages moved to the dead letters",
+      unit: "{message}",
+    }),
+    sweepDeleted: meter.createCounter("idempo.sweep.deleted", {
+      description: "records deleted by sweeps",
+      unit: "{record}",
+    }),
+    outboxLag: seconds("idempo.outbox.lag", "time from a message's commit to its delivery"),
+    runDuration: seconds("idempo.run.duration", "duration of runOnce calls"),
+    phaseDuration: seconds("idempo.phase.duration", "duration of phases and steps"),
+  };
+}
+
+/** Telemetry of one engine. */
+export class Telemetry {
+  readonly #api: typeof Api | null;
+  readonly #tracer: Api.Tracer | null;
+  readonly #logger: Logger;
+  // Metric instruments are made at first use: the application registers its meter provider at start-up.
+  #instruments: Instruments | null = null;
+
+  constructor(logger: Logger) {
+    this.#logger = logger;
+    this.#api = loadOtel();
+    this.#tracer = this.#api?.trace.getTracer("idempo", version) ?? null;
+  }
+
+  #metrics(): Instruments | null {
+    if (!this.#api) return null;
+    this.#instruments ??= createInstruments(this.#api);
+    return this.#instruments;
+  }
+
+  /** Write a log line through the application's logger. */
+  log(level: keyof Logger, fields: LogFields, message: string): void {
+    log(this.#logger, level, fields, message);
+  }
+
+  /** Add 1 (or `n`) to a counter. */
+  count(
+    name: Exclude<keyof Instruments, "outboxLag" | "runDuration" | "phaseDuration">,
+    attributes: Attributes = {},
+    n = 1,
+  ): void {
+    if (n > 0) this.#metrics()?.[name].add(n, attributes);
+  }
+
+  /** Record a duration in ms on a histogram (stored in seconds). */
+  duration(name: "outboxLag" | "runDuration" | "phaseDuration", ms: number, attributes: Attributes = {}): void {
+    this.#metrics()?.[name].record(Math.max(0, ms) / 1000, attributes);
+  }
+
+  /**
+   * Run `fn` inside a span named `name` (a child of the active span), ended
+   * when `fn` settles; a thrown error marks it failed with `error.type`.
+   */
+  async span<T>(
+    name: string,
+    kind: "internal" | "server" | "producer",
+    attributes: Attributes,
+    fn: (scope: SpanScope) => Promise<T>,
+  ): Promise<T> {
+    const api = this.#api;
+    const tracer = this.#tracer;
+    if (!api || !tracer) return fn(NO_SPAN);
+    const spanKind = { internal: api.SpanKind.INTERNAL, server: api.SpanKind.SERVER, producer: api.SpanKind.PRODUCER }[
+      kind
+    ];
+    return tracer.startActiveSpan(name, { kind: spanKind, attributes }, async (span) => {
+      const scope: SpanScope = {
+        set: (a) => void span.setAttributes(a),
+        link(traceparent) {
+          const context = parseTraceparent(traceparent);
+          if (context) span.addLink({ context });
+        },
+        traceparent() {
+          const c = span.spanContext();
+          return (c.traceFlags & api.TraceFlags.SAMPLED) === 0 ? null : `00-${c.traceId}-${c.spanId}-01`;
+        },
+      };
+      try {
+        return await fn(scope);
+      } catch (error) {
+        span.setAttribute("error.type", errorType(error));
+        span.setStatus({
+          code: api.SpanStatusCode.ERROR,
+          message: error instanceof Error ? error.message : String(error),
+        });
+        throw error;
+      } finally {
+        span.end();
+      }
+    });
+  }
+}
+
+/** The `error.type` of a thrown value: an idempo error's code, else the class name. */
+function errorType(error: unknown): string {
+  const code = (error as { code?: unknown })?.code;
+  if (typeof code === "string") return code;
+  return error instanceof Error ? error.name : "unknown";
+}
+
+const TRACEPARENT = /^00-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})$/;
+
+/** A W3C traceparent as a span context to link to; null when it does not parse. */
+function parseTraceparent(text: string): Api.SpanContext | null {
+  const m = TRACEPARENT.exec(text);
+  if (!m) return null;
+  return { traceId: m[1] as string, spanId: m[2] as string, traceFlags: Number.parseInt(m[3] as string, 16) };
+}

@@ -68,10 +68,14 @@ export function scaleTable(scale: readonly ScaleComparison[]): string {
       latency ? `${ms(big)} ms` : `${fmt(big)} ops/s`,
       latency ? `${ms(small)} ms` : `${fmt(small)} ops/s`,
       `${fmt(median(per), 2)} (${fmt(Math.min(...per), 2)}–${fmt(Math.max(...per), 2)})`,
+      c.pages ? `${c.pages.big} / ${c.pages.small}` : "",
       c.seedSeconds > 0 ? fmt(c.seedSeconds) : "",
     ];
   });
-  return table(["cell", "big: records", "small: records", "big: p50 or ops/s", "small", "big ÷ small", "seed s"], rows);
+  return table(
+    ["cell", "big: records", "small: records", "big: p50 or ops/s", "small", "big ÷ small", "pages per call", "seed s"],
+    rows,
+  );
 }
 
 export function heapLine(h: HeapResult): string {

@@ -23,21 +23,22 @@ export interface PgliteBench {
   readonly cells: Cell[];
 }
 
-/** Send a replica straight to PGlite; a BEGIN..COMMIT span runs in one PGlite transaction. */
+/**
+ * Send a replica straight to PGlite with `db.query`, BEGIN and COMMIT
+ * included, as the dialect does (PGlite's own `transaction()` helper costs
+ * more per call and would flatter the engine). One client: no interleaving.
+ */
 async function sendToPglite(db: PGlite, replica: Replica, key: string): Promise<void> {
-  const statements = bindReplica(replica, key);
-  for (let i = 0; i < statements.length; i++) {
-    const st = statements[i] as (typeof statements)[number];
-    if (st.kind !== "begin") {
-      await db.query(st.text, st.values);
-      continue;
+  let open = false;
+  try {
+    for (const st of bindReplica(replica, key)) {
+      if (st.kind === "begin") open = true;
+      if (st.kind === "commit") open = false;
+      await db.query(st.kind === "query" ? st.text : st.kind, st.kind === "query" ? st.values : undefined);
     }
-    const end = statements.findIndex((s, j) => j > i && s.kind === "commit");
-    const body = statements.slice(i + 1, end);
-    await db.transaction(async (tx) => {
-      for (const s of body) await tx.query(s.text, s.values);
-    });
-    i = end;
+  } catch (error) {
+    if (open) await db.query("rollback").catch(() => undefined);
+    throw error;
   }
 }
 

@@ -16,6 +16,7 @@
  */
 import type { Engine } from "@idempo/core";
 import { createEngine } from "@idempo/core";
+import type { CompiledQuery } from "kysely";
 import { Kysely, PostgresDialect } from "kysely";
 import type { Operation, RoundResult } from "./measure.js";
 import { runLoad } from "./measure.js";
@@ -53,6 +54,12 @@ export interface ScaleComparison {
   readonly rounds: readonly { readonly big: RoundResult; readonly small: RoundResult }[];
   /** Seconds spent seeding the big side for this comparison (cumulative sizes are reused). */
   readonly seedSeconds: number;
+  /**
+   * Buffer pages one call touches (EXPLAIN ANALYZE, BUFFERS of the very
+   * statements the engine sent), big and small: the machine-independent
+   * view of "cost follows the work". Maintenance cells only.
+   */
+  readonly pages?: { readonly big: number; readonly small: number };
 }
 
 type Kind = "completed" | "in_flight" | "stuck";
@@ -147,10 +154,48 @@ export interface ScaleOptions {
   readonly log: (line: string) => void;
 }
 
+interface PlanTotals {
+  "Shared Hit Blocks": number;
+  "Shared Read Blocks": number;
+}
+
+/** Pages the statements touch, run once more under EXPLAIN (ANALYZE, BUFFERS); they must change nothing. */
+async function pagesTouched(bench: PgBench, statements: readonly CompiledQuery[]): Promise<number> {
+  let pages = 0;
+  for (const st of statements) {
+    const { rows } = await bench.admin.query<{ "QUERY PLAN": { Plan: PlanTotals }[] }>(
+      `EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) ${st.sql}`,
+      st.parameters as unknown[],
+    );
+    const plan = rows[0]?.["QUERY PLAN"][0]?.Plan;
+    pages += (plan?.["Shared Hit Blocks"] ?? 0) + (plan?.["Shared Read Blocks"] ?? 0);
+  }
+  return pages;
+}
+
 export async function runScaleCells(bench: PgBench, o: ScaleOptions): Promise<ScaleComparison[]> {
+  let captured: CompiledQuery[] | undefined;
   const db = new Kysely<unknown>({
     // The bench's 16-connection pool, not owned by this Kysely.
     dialect: new PostgresDialect({ pool: { connect: () => bench.pool(16).connect(), end: async () => {} } }),
+    log: (event) => {
+      if (event.level === "query") captured?.push(event.query);
+    },
+  });
+  /** The statements one call sends, then the pages they touch. */
+  const pagesOf = async (call: Operation): Promise<number> => {
+    const sent: CompiledQuery[] = [];
+    captured = sent;
+    try {
+      await call(0);
+    } finally {
+      captured = undefined;
+    }
+    return pagesTouched(bench, sent);
+  };
+  const pagesBoth = async (big: Operation, small: Operation) => ({
+    big: await pagesOf(big),
+    small: await pagesOf(small),
   });
   const table = async (schema: string) => {
     const engine = createEngine({ db, schema });
@@ -172,18 +217,15 @@ export async function runScaleCells(bench: PgBench, o: ScaleOptions): Promise<Sc
     o.log(`scale: seeding ${sweepBig} completed records`);
     let seedSeconds = await timed(() => big.grow(bench, { rows: sweepBig }));
     await small.grow(bench, { rows: sweepSmall });
+    const sweepOn = (t: Table) => () => t.engine.sweep().then(expectNone);
     out.push({
       id: "sweep",
       label: "engine.sweep(), nothing expired",
       bigRows: big.rows,
       smallRows: small.rows,
       seedSeconds,
-      rounds: await compare(
-        o.rounds,
-        () => big.engine.sweep().then(expectNone),
-        () => small.engine.sweep().then(expectNone),
-        maintenance,
-      ),
+      rounds: await compare(o.rounds, sweepOn(big), sweepOn(small), maintenance),
+      pages: await pagesBoth(sweepOn(big), sweepOn(small)),
     });
 
     const { rows, inFlight } = o.sizes.stale;
@@ -209,6 +251,7 @@ export async function runScaleCells(bench: PgBench, o: ScaleOptions): Promise<Sc
         smallRows: small.rows,
         seedSeconds: id === "resume-stale" ? seedSeconds : 0,
         rounds: await compare(o.rounds, op(big), op(small), maintenance),
+        pages: await pagesBoth(op(big), op(small)),
       });
     }
 

@@ -9,7 +9,7 @@ import type pg from "pg";
 import type { DbosBench } from "./dbos.js";
 import type { Operation } from "./measure.js";
 import type { Replica } from "./replica.js";
-import { sendReplica } from "./replica.js";
+import { asFunctionCalls, collapsed, sendReplica } from "./replica.js";
 import type { PgBench } from "./setup.js";
 import { BUSY_KEYS, REPLAY_KEYS } from "./setup.js";
 import { BARE_INSERT, INPUT, newKey, orderOnce, TENANT, threeItems } from "./workload.js";
@@ -27,7 +27,17 @@ export type Path =
 export interface Cell {
   /** Stable id, `<system>:<path>:<concurrency>`, used by the targets. */
   readonly id: string;
-  readonly system: "raw" | "raw-unnamed" | "idempo" | "idempo-named" | "idempo-pglite" | "dbos";
+  readonly system:
+    | "raw"
+    | "raw-unnamed"
+    | "raw-fn"
+    | "raw-collapsed"
+    | "idempo"
+    | "idempo-named"
+    | "idempo-pglite"
+    | "pglite-raw"
+    | "pglite-fn"
+    | "dbos";
   readonly path: Path;
   readonly concurrency: number;
   /** Statements per operation, BEGIN and COMMIT included (raw and idempo cells). */
@@ -36,8 +46,8 @@ export interface Cell {
 }
 
 const pick = (n: number) => 1 + Math.floor(Math.random() * n);
-const replayKey = () => `rk-${pick(REPLAY_KEYS)}`;
-const busyKey = () => `bk-${pick(BUSY_KEYS)}`;
+export const replayKey = (): string => `rk-${pick(REPLAY_KEYS)}`;
+export const busyKey = (): string => `bk-${pick(BUSY_KEYS)}`;
 
 function bareInsert(pool: pg.Pool): Operation {
   return async () => {
@@ -101,6 +111,33 @@ export function rawCells(bench: PgBench, concurrency: number, named: boolean): C
   ];
 }
 
+/**
+ * The ways to send the engine's statements that could replace what it sends
+ * today (unnamed statements through Kysely), at 16 clients on a plain pool:
+ * each engine statement as a call of its PL/pgSQL twin (unnamed, as a plain
+ * pool sends it), and single-statement transactions sent as one autocommit
+ * statement (named), which only changes the paths whose phases write nothing.
+ */
+export function optionCells(bench: PgBench, functions: ReadonlyMap<string, string>): Cell[] {
+  const pool = bench.pool(16);
+  const r = bench.replicas;
+  const cell = (system: "raw-fn" | "raw-collapsed", path: Path, replica: Replica, key: () => string): Cell => ({
+    id: `${system}:${path}:16`,
+    system,
+    path,
+    concurrency: 16,
+    statements: replica.statements.length,
+    op: () => sendReplica(pool, replica, key(), system === "raw-collapsed"),
+  });
+  return [
+    cell("raw-fn", "new-key", asFunctionCalls(r.newKey, functions), newKey),
+    cell("raw-fn", "replay", asFunctionCalls(r.replay, functions), replayKey),
+    cell("raw-fn", "conflict", asFunctionCalls(r.conflict, functions), busyKey),
+    cell("raw-fn", "three", asFunctionCalls(r.three, functions), newKey),
+    cell("raw-collapsed", "three", collapsed(r.three), newKey),
+  ];
+}
+
 /** The runOnce paths through an engine; `system` names the database it runs on. */
 export function engineCells(
   engine: Engine,
@@ -120,7 +157,6 @@ export function engineCells(
     statements: r.statements.length,
     op,
   });
-  if (system === "idempo-pglite") return [cell("new-key", replicas.newKey, newKeyOp)];
   return [
     cell("new-key", replicas.newKey, newKeyOp),
     cell("replay", replicas.replay, async () => {

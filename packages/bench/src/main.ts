@@ -7,31 +7,48 @@
  * - DATABASE_URL  a server on this machine (Default: postgres://postgres:postgres@127.0.0.1:5432/postgres).
  *                 A scratch database and a DBOS system database are created there and dropped at the end.
  * - BENCH_ROUNDS  rounds per cell (Default: 3).
- * - BENCH_SECONDS measured seconds per cell and round (Default: 2).
+ * - BENCH_SECONDS measured seconds per cell and round (Default: 2, or 1 with BENCH_ROUNDS=1).
+ * - BENCH_SCALE   multiplies the big sizes of the scale cells and the heap cell's run count
+ *                 (Default: 1, or 0.1 with BENCH_ROUNDS=1 so a smoke run stays short).
+ * - BENCH_BIG_ROWS records under the new-key scale cell (Default: the stale-run cell's 2 M × BENCH_SCALE).
+ * - BENCH_PARTS   comma-separated subset of cells,sweeper,scale,heap (Default: all).
+ * - BENCH_OUT     where results.json and targets.svg go (Default: packages/bench/out).
  */
 import { readFileSync } from "node:fs";
 import os from "node:os";
-import { PGlite } from "@electric-sql/pglite";
-import { createEngine } from "@idempo/core";
+import { fileURLToPath } from "node:url";
 import { createDatabase, dropDatabase, uniqueName, withDatabase } from "@idempo/testkit";
-import { Kysely, sql } from "kysely";
-import { PGliteDialect } from "kysely-pglite-dialect";
 import type { Cell } from "./cells.js";
-import { dbosCells, engineCells, rawCells } from "./cells.js";
+import { dbosCells, engineCells, optionCells, rawCells } from "./cells.js";
 import type { DbosBench } from "./dbos.js";
 import { launchDbos } from "./dbos.js";
+import type { HeapResult } from "./heap.js";
+import { measureHeap } from "./heap.js";
 import { measureIdCost } from "./id-cost.js";
 import type { RoundResult } from "./measure.js";
 import { runLoad } from "./measure.js";
-import { cellTable, gapTable, sweepTable, targetTable } from "./report.js";
+import { heapLine, optionsTable, scaleTable } from "./options-report.js";
+import type { PgliteBench } from "./pglite.js";
+import { preparePglite } from "./pglite.js";
+import { createStatementFunctions } from "./plpgsql.js";
+import { cellTable, gapTable, sweepTable, targets, targetTable } from "./report.js";
+import { writeResults } from "./results.js";
+import type { ScaleComparison } from "./scale.js";
+import { runScaleCells, scaleSizes } from "./scale.js";
 import type { PgBench } from "./setup.js";
 import { preparePostgres } from "./setup.js";
 import type { SweepRound } from "./sweeper.js";
 import { EXPIRED_ROWS, sweeperRound } from "./sweeper.js";
-import { ORDERS_DDL, TENANT } from "./workload.js";
+import { TENANT } from "./workload.js";
 
 const ROUNDS = positive("BENCH_ROUNDS", 3);
-const SECONDS = positive("BENCH_SECONDS", 2);
+// One round is a smoke run: shorter cells and a tenth of the scale sizes keep it under 3 minutes.
+const SECONDS = positive("BENCH_SECONDS", ROUNDS > 1 ? 2 : 1);
+const SCALE = positive("BENCH_SCALE", ROUNDS > 1 ? 1 : 0.1);
+const BIG_ROWS = process.env.BENCH_BIG_ROWS ? positive("BENCH_BIG_ROWS", 0) : undefined;
+const PARTS = new Set((process.env.BENCH_PARTS ?? "cells,sweeper,scale,heap").split(",").map((p) => p.trim()));
+const OUT = process.env.BENCH_OUT ?? fileURLToPath(new URL("../out", import.meta.url));
+const HEAP_RUNS = Math.round(100_000 * SCALE);
 const WARMUP_MS = 250;
 const DBOS_SEED_WORKFLOWS = 400;
 
@@ -81,22 +98,19 @@ async function machine(bench: PgBench): Promise<string> {
       .loadavg()
       .map((l) => l.toFixed(2))
       .join(" ")}`,
-    `rounds: ${ROUNDS} × ${SECONDS} s per cell (+${WARMUP_MS} ms warm-up); medians over rounds`,
+    `rounds: ${ROUNDS} × ${SECONDS} s per cell (+${WARMUP_MS} ms warm-up); medians over rounds; scale ${SCALE}`,
   ].join("\n");
 }
 
-interface PgliteBench {
-  readonly db: Kysely<unknown>;
-  readonly cells: Cell[];
-}
-
-async function preparePglite(bench: PgBench): Promise<PgliteBench> {
-  const db = new Kysely<unknown>({ dialect: new PGliteDialect(await PGlite.create()) });
-  const engine = createEngine({ db });
-  await engine.migrate();
-  await sql.raw(ORDERS_DDL).execute(db);
-  const cells = [1, 16].flatMap((c) => engineCells(engine, bench.replicas, c, "idempo-pglite"));
-  return { db, cells };
+/** The engine's statements as PL/pgSQL functions on the scratch database (one session: PREPARE). */
+async function pgFunctions(bench: PgBench): Promise<Map<string, string>> {
+  const client = await bench.admin.connect();
+  try {
+    const r = bench.replicas;
+    return await createStatementFunctions(client, [r.newKey, r.replay, r.conflict, r.three]);
+  } finally {
+    client.release();
+  }
 }
 
 async function seedDbos(dbos: DbosBench): Promise<string[]> {
@@ -151,30 +165,44 @@ async function main(): Promise<number> {
     log(`scratch databases ${name} and ${dbosName}`);
     bench = await preparePostgres(url);
     const header = await machine(bench);
-    log("starting PGlite and DBOS");
-    pglite = await preparePglite(bench);
-    dbos = await launchDbos(withDatabase(server, dbosName), 16);
-    const dbosIds = await seedDbos(dbos);
-
-    const cells: Cell[] = [
-      ...rawCells(bench, 1, true),
-      ...engineCells(bench.engine(1), bench.replicas, 1),
-      ...rawCells(bench, 16, true),
-      ...rawCells(bench, 16, false),
-      ...engineCells(bench.engine(16), bench.replicas, 16),
-      ...engineCells(bench.engine(16, true), bench.replicas, 16, "idempo-named"),
-      ...pglite.cells,
-      ...dbosCells(dbos, dbosIds, 16),
-    ];
+    const cells: Cell[] = [];
+    if (PARTS.has("cells")) {
+      log("starting PGlite and DBOS");
+      pglite = await preparePglite(bench);
+      dbos = await launchDbos(withDatabase(server, dbosName), 16);
+      const dbosIds = await seedDbos(dbos);
+      cells.push(
+        ...rawCells(bench, 1, true),
+        ...engineCells(bench.engine(1), bench.replicas, 1),
+        ...rawCells(bench, 16, true),
+        ...rawCells(bench, 16, false),
+        ...optionCells(bench, await pgFunctions(bench)),
+        ...engineCells(bench.engine(16), bench.replicas, 16),
+        ...engineCells(bench.engine(16, true), bench.replicas, 16, "idempo-named"),
+        ...pglite.cells,
+        ...dbosCells(dbos, dbosIds, 16),
+      );
+    }
     const results = await runRounds(cells);
 
-    const hotPath = cells.find((c) => c.id === "idempo:new-key:16");
-    if (!hotPath) throw new Error("no idempo new-key cell at 16 clients");
     const sweeps: SweepRound[] = [];
-    for (let round = 0; round < ROUNDS; round++) {
-      const s = await sweeperRound(bench, round, hotPath.op, 16, SECONDS * 1000);
-      sweeps.push(s);
-      log(`sweeper round ${round + 1}/${ROUNDS}: ${s.deleted} rows in ${(s.sweepMs / 1000).toFixed(1)} s`);
+    if (PARTS.has("sweeper")) {
+      const hotPath = engineCells(bench.engine(16), bench.replicas, 16).find((c) => c.path === "new-key");
+      if (!hotPath) throw new Error("no idempo new-key cell at 16 clients");
+      for (let round = 0; round < ROUNDS; round++) {
+        const s = await sweeperRound(bench, round, hotPath.op, 16, SECONDS * 1000);
+        sweeps.push(s);
+        log(`sweeper round ${round + 1}/${ROUNDS}: ${s.deleted} rows in ${(s.sweepMs / 1000).toFixed(1)} s`);
+      }
+    }
+    let scale: ScaleComparison[] = [];
+    if (PARTS.has("scale")) {
+      scale = await runScaleCells(bench, { rounds: ROUNDS, seconds: SECONDS, sizes: scaleSizes(SCALE, BIG_ROWS), log });
+    }
+    let heap: HeapResult | undefined;
+    if (PARTS.has("heap")) {
+      log(`heap: ${HEAP_RUNS} runs`);
+      heap = await measureHeap(bench.engine(16), Math.round(HEAP_RUNS / 10), HEAP_RUNS);
     }
 
     const left = await bench.admin.query<{ n: number }>(
@@ -182,26 +210,43 @@ async function main(): Promise<number> {
       [TENANT],
     );
     const errors = [...results.values()].flat().reduce((n, r) => n + r.errors, 0);
-    const targets = targetTable(results, sweeps);
-    console.log(
-      `\n${header}\nload average at end: ${os
-        .loadavg()
-        .map((l) => l.toFixed(2))
-        .join(" ")}\n`,
-    );
+    const extra = { scale, heap };
+    const list = targets(results, sweeps, extra);
+    const table = targetTable(list);
+    const footer = `load average at end: ${os
+      .loadavg()
+      .map((l) => l.toFixed(2))
+      .join(" ")}`;
+    console.log(`\n${header}\n${footer}\n`);
     console.log(`${cellTable(cells, results)}\n`);
-    console.log(`Targets (16 clients unless stated):\n\n${targets.text}\n`);
+    console.log(`Targets (16 clients unless stated):\n\n${table.text}\n`);
     console.log(`Where the gap to the engine's own SQL goes:\n\n${gapTable(results)}\n`);
+    console.log(`Ways to run the engine's statements (ratios per round, medians):\n\n${optionsTable(results)}\n`);
     const ids = measureIdCost();
     console.log(
       `Id minting (runOnce mints 2 ULIDs on replay and 409, 3 on a one-phase new key, 5 on phase/step/phase): ` +
         `ulid() ${ids.defaultUs.toFixed(1)} µs per id with the default generator, ` +
         `${ids.pooledUs.toFixed(1)} µs with a pooled random buffer.\n`,
     );
-    console.log(`Sweeper (${EXPIRED_ROWS} expired rows, hot path = new key at 16 clients):\n\n${sweepTable(sweeps)}\n`);
-    console.log(
-      `${targets.missed === 0 ? "all targets met" : `${targets.missed} target(s) missed`}; errors: ${errors}`,
-    );
+    if (sweeps.length > 0) {
+      console.log(
+        `Sweeper (${EXPIRED_ROWS} expired rows, hot path = new key at 16 clients):\n\n${sweepTable(sweeps)}\n`,
+      );
+    }
+    if (scale.length > 0) {
+      console.log(`Scale (p50 of one call at 1 client; new key: ops/s at 16):\n\n${scaleTable(scale)}\n`);
+    }
+    if (heap) console.log(`${heapLine(heap)}\n`);
+    const files = await writeResults(OUT, {
+      header: `${header}\n${footer}`,
+      cells,
+      results,
+      sweeps,
+      extra,
+      targets: list,
+    });
+    log(`wrote ${files.join(" and ")}`);
+    console.log(`${table.missed === 0 ? "all targets met" : `${table.missed} target(s) missed`}; errors: ${errors}`);
     if ((left.rows[0]?.n ?? 0) > 0) {
       console.log(`warning: ${left.rows[0]?.n} new-key runs were left in flight`);
       return 1;

@@ -6,7 +6,6 @@
 import { randomUUID } from "node:crypto";
 import { workflow } from "@idempo/core";
 import { sql } from "kysely";
-import type pg from "pg";
 
 /** Tenant of the keys the new-key cells claim (one random UUID key per operation). */
 export const TENANT = "bench";
@@ -68,7 +67,10 @@ export interface SeedSpec {
  * Copy a record `count` times. `jsonb_populate_record` keeps this
  * independent of the column list, which the migrations own.
  */
-export async function seedCopies(db: pg.Pool, spec: SeedSpec): Promise<void> {
+export async function seedCopies(
+  db: { query(text: string, params: unknown[]): Promise<unknown> },
+  spec: SeedSpec,
+): Promise<void> {
   const overrides = Object.entries(spec.set ?? {})
     .map(([column, expr]) => `, '${column}', ${expr}`)
     .join("");

@@ -30,15 +30,33 @@ export interface StatsRow {
   oldest_created_at: Date | null;
 }
 
+/**
+ * Counts per workflow and status. The totals count every record, so they
+ * read the whole table whatever the plan (an operator command, not a loop);
+ * the stuck and expired counts come from the partial lease and expiry
+ * indexes and grow only with the rows they count.
+ */
 export async function selectStats(db: Executor, t: Tables): Promise<StatsRow[]> {
   const { rows } = await sql<StatsRow>`
-    SELECT workflow, status, count(*)::int AS records,
-           count(*) FILTER (WHERE status = 'in_flight' AND locked_until <= clock_timestamp())::int AS stuck,
-           count(*) FILTER (WHERE status = 'completed' AND expires_at <= clock_timestamp())::int AS expired,
-           min(created_at) AS oldest_created_at
-    FROM ${t.runs}
-    GROUP BY workflow, status
-    ORDER BY workflow, status
+    WITH totals AS (
+      SELECT workflow, status, count(*)::int AS records, min(created_at) AS oldest_created_at
+      FROM ${t.runs}
+      GROUP BY workflow, status
+    ), stuck AS (
+      SELECT workflow, 'in_flight'::text AS status, count(*)::int AS n FROM ${t.runs}
+      WHERE status = 'in_flight' AND locked_until <= now()
+      GROUP BY workflow
+    ), expired AS (
+      SELECT workflow, 'completed'::text AS status, count(*)::int AS n FROM ${t.runs}
+      WHERE status = 'completed' AND expires_at <= now()
+      GROUP BY workflow
+    )
+    SELECT a.workflow, a.status, a.records, coalesce(s.n, 0) AS stuck, coalesce(e.n, 0) AS expired,
+           a.oldest_created_at
+    FROM totals a
+    LEFT JOIN stuck s ON s.workflow = a.workflow AND s.status = a.status
+    LEFT JOIN expired e ON e.workflow = a.workflow AND e.status = a.status
+    ORDER BY a.workflow, a.status
   `.execute(db);
   return rows;
 }

@@ -16,6 +16,11 @@ export interface StaleRun {
  * In-flight runs whose lease has expired (DB clock), oldest lease first.
  * Only a candidate list: each is then taken over with the same atomic
  * statement a client retry uses, so a resumer racing a client is safe.
+ *
+ * Cost follows the stale rows, not the table: the range on `locked_until`
+ * is an index condition on `runs_in_flight_locked_until` because it compares
+ * with `now()` (the statement's start in autocommit), which the planner can
+ * use; a bare `clock_timestamp()` is volatile and forces a full scan.
  */
 export async function selectStaleRuns(
   db: Executor,
@@ -25,7 +30,7 @@ export async function selectStaleRuns(
 ): Promise<StaleRun[]> {
   const { rows } = await sql<{ tenant_id: string; key: string; workflow: string }>`
     SELECT tenant_id, key, workflow FROM ${t.runs}
-    WHERE status = 'in_flight' AND locked_until <= clock_timestamp()
+    WHERE status = 'in_flight' AND locked_until <= now()
       AND workflow = ANY(${sql.val(workflows)}::text[])
     ORDER BY locked_until
     LIMIT ${limit}
@@ -40,12 +45,16 @@ export async function selectStaleRuns(
  * Races closed: rows a claim is reclaiming right now are locked and skipped
  * (SKIP LOCKED), never waited on; the DELETE re-checks status and expiry so
  * a row that turned in flight is never deleted. In-flight rows never match.
+ * The batch is read in expiry order from `runs_completed_expires_at`
+ * (`now()` is an index condition, `clock_timestamp()` is not), so a sweep
+ * with nothing expired reads one index page, whatever the table's size.
  */
 export async function sweepBatch(db: Executor, t: Tables, batchSize: number): Promise<number> {
   const { rows } = await sql<{ n: number }>`
     WITH doomed AS (
       SELECT tenant_id, key FROM ${t.runs}
-      WHERE status = 'completed' AND expires_at <= clock_timestamp()
+      WHERE status = 'completed' AND expires_at <= now()
+      ORDER BY expires_at
       LIMIT ${batchSize}
       FOR UPDATE SKIP LOCKED
     ), gone AS (
@@ -64,13 +73,15 @@ export async function sweepBatch(db: Executor, t: Tables, batchSize: number): Pr
 
 /**
  * Delete one bounded batch of outbox messages delivered more than
- * `keepMs` ago. Pending and dead messages are never touched.
+ * `keepMs` ago. Pending and dead messages are never touched. Read in
+ * delivery order from `outbox_delivered_at`, like the record sweep.
  */
 export async function sweepOutboxBatch(db: Executor, t: Tables, batchSize: number, keepMs: number): Promise<number> {
   const { rows } = await sql<{ n: number }>`
     WITH doomed AS (
       SELECT tenant_id, message_id FROM ${t.outbox}
-      WHERE status = 'delivered' AND delivered_at <= clock_timestamp() - ${leaseInterval(keepMs)}
+      WHERE status = 'delivered' AND delivered_at <= now() - ${leaseInterval(keepMs)}
+      ORDER BY delivered_at
       LIMIT ${batchSize}
       FOR UPDATE SKIP LOCKED
     ), gone AS (

@@ -92,7 +92,10 @@ export async function selectRecords(db: Executor, t: Tables, f: ListFilter): Pro
   if (f.tenantId !== undefined) conditions.push(sql`tenant_id = ${f.tenantId}`);
   if (f.workflow !== undefined) conditions.push(sql`workflow = ${f.workflow}`);
   if (f.status !== undefined) conditions.push(sql`status = ${f.status}`);
-  if (f.stuck) conditions.push(sql`status = 'in_flight' AND locked_until <= clock_timestamp()`);
+  // now(), not clock_timestamp(): the planner estimates the stuck rows from
+  // it and reads them from runs_in_flight_locked_until instead of walking
+  // every record newest first.
+  if (f.stuck) conditions.push(sql`status = 'in_flight' AND locked_until <= now()`);
   if (f.after) {
     conditions.push(
       sql`(created_at, tenant_id, key) < (${f.after.createdAt}::timestamptz, ${f.after.tenantId}, ${f.after.key})`,

@@ -55,6 +55,8 @@ export interface ClaimedMessage {
  * hands each row to one claimer; the claim then holds it with a lease, so
  * no other relay delivers it until the lease runs out (a killed relay's
  * messages come back after it, with the same delivery key).
+ * Due rows are read in order from `outbox_pending_available_at`; the
+ * comparison is with `now()` so the planner can make it an index condition.
  */
 export async function claimDue(
   db: Executor,
@@ -66,8 +68,8 @@ export async function claimDue(
   const { rows } = await sql<ClaimedMessage>`
     WITH due AS (
       SELECT tenant_id, message_id FROM ${t.outbox}
-      WHERE status = 'pending' AND available_at <= clock_timestamp()
-        AND (locked_until IS NULL OR locked_until <= clock_timestamp())
+      WHERE status = 'pending' AND available_at <= now()
+        AND (locked_until IS NULL OR locked_until <= now())
         AND topic = ANY(${sql.val(topics)}::text[])
       ORDER BY available_at
       LIMIT ${limit}

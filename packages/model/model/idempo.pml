@@ -428,10 +428,8 @@ proctype operator() {
        if
        :: (status == IN_FLIGHT && lease == L_EXPIRED) || status == PARKED ->
           if :: status == PARKED -> status = IN_FLIGHT; attempt = 0 :: else -> skip fi;
-          rp = target; lease = L_EXPIRED;
-#ifndef V_RETRYFROM_KEEPS_TOKEN
-          owner = 0; cur = 0;
-#endif
+          /* clearing the owner token fences out a zombie of the old attempt */
+          rp = target; lease = L_EXPIRED; owner = 0; cur = 0;
           /* the operator asked for these items to run again */
           if :: target == 0 -> p1done = 0 :: else -> skip fi;
           p2done = 0

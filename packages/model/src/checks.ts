@@ -115,7 +115,7 @@ export const VARIANTS: readonly Variant[] = [
   },
 ];
 
-export function configuration(name: string): Configuration {
+function configuration(name: string): Configuration {
   const found = CONFIGURATIONS.find((c) => c.name === name);
   if (!found) throw new Error(`no configuration '${name}'`);
   return found;

@@ -101,7 +101,7 @@ const pattern = (p: string) => collapse(p.replaceAll("@{", "$" + "{"));
  * The text of a top-level function in a source file: from its `function`
  * keyword to the first line that is a lone closing brace. Null when absent.
  */
-export function functionText(source: string, fn: string): string | null {
+function functionText(source: string, fn: string): string | null {
   const start = new RegExp(`^(?:export )?(?:async )?function ${fn}\\b`, "m").exec(source);
   if (!start) return null;
   const end = source.indexOf("\n}\n", start.index);

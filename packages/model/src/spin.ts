@@ -13,7 +13,7 @@ import { promisify } from "node:util";
 const run = promisify(execFile);
 
 /** The model file, next to this package's sources. */
-export const MODEL = join(dirname(fileURLToPath(import.meta.url)), "..", "model", "idempo.pml");
+const MODEL = join(dirname(fileURLToPath(import.meta.url)), "..", "model", "idempo.pml");
 
 export interface CheckSpec {
   /** Preprocessor switches for spin (scenario, sizes, variant), e.g. `["OPERATOR", "CRASHES=2"]`. */
@@ -22,7 +22,7 @@ export interface CheckSpec {
   readonly mode: "safety" | "liveness";
 }
 
-export interface Violation {
+interface Violation {
   readonly kind: "assertion" | "acceptance cycle" | "invalid end state" | "other";
   /** For an assertion, the ghost bit that failed (a property name). */
   readonly property: string | null;

@@ -18,7 +18,22 @@
  *
  * Each property is a ghost bit that turns 0 just before an assertion on it,
  * so spin names the property that failed ("assertion violated one_owner").
- * Variants (-DV_...) remove one guard each; see BROKEN below.
+ * Variants remove one guard each, and spin must then find a violation
+ * (packages/model/src/checks.ts lists the property each must break):
+ *   V_COMMIT_NO_TOKEN     phase commit without owner_token = $token
+ *   V_TAKEOVER_NO_LEASE   takeover without locked_until <= clock_timestamp()
+ *   V_TAKEOVER_NO_STATUS  takeover without status = 'in_flight'
+ *   V_SWEEP_NO_RECHECK    the sweep's DELETE without its status/expiry re-check
+ *   V_RESUME_FROM_START   a takeover resuming from the start, not the recovery point
+ *   V_CANCEL_COMPLETED    cancel accepting a completed run
+ *   V_KEY_PER_ATTEMPT     a step's derived key mixing in the attempt number
+ *   V_CLAIM_UPSERT        the claim as an upsert instead of ON CONFLICT DO NOTHING
+ *   V_NO_PARK             no parking at maxAttempts (a liveness variant)
+ *   V_RELEASE_KEEPS_TOKEN release moving locked_until without clearing the owner
+ *
+ * Scenario switches (RACE, RETENTION, OPERATOR) and sizes (CRASHES,
+ * MAX_ATTEMPTS) are at the end, with the processes; LIVENESS adds the LTL
+ * property for the acceptance-cycle search.
  */
 
 #ifndef MAX_ATTEMPTS

@@ -1,0 +1,126 @@
+/**
+ * Every check `pnpm model` and the tests run: the model as the engine is
+ * written must pass each; each broken variant (one guard removed) must fail
+ * with the property it names.
+ */
+import type { CheckSpec } from "./spin.js";
+
+export interface Configuration {
+  readonly name: string;
+  readonly defines: readonly string[];
+  /** In words, for the report and docs/reliability.md. */
+  readonly size: string;
+}
+
+/** The three scenarios at the sizes the suite checks. */
+export const CONFIGURATIONS: readonly Configuration[] = [
+  {
+    name: "race",
+    defines: ["RACE", "CRASHES=2", "MAX_ATTEMPTS=3"],
+    size: "2 clients + 1 resumer, 2 crashes, maxAttempts 3",
+  },
+  {
+    name: "retention",
+    defines: ["RETENTION", "CRASHES=1", "MAX_ATTEMPTS=2"],
+    size: "2 clients + 1 resumer + sweeper, retention may pass, 1 crash, maxAttempts 2",
+  },
+  {
+    name: "operator",
+    defines: ["OPERATOR", "CRASHES=2", "MAX_ATTEMPTS=3"],
+    size: "1 client + 1 resumer + 1 operator verb, 2 crashes, maxAttempts 3",
+  },
+];
+
+export interface Variant {
+  /** The preprocessor switch that removes the guard. */
+  readonly define: string;
+  /** The guard it removes, in the engine's terms. */
+  readonly removes: string;
+  readonly configuration: string;
+  readonly mode: CheckSpec["mode"];
+  /** The property spin must report: a ghost bit for assertions, or the liveness property. */
+  readonly expect: { kind: "assertion"; property: string } | { kind: "acceptance cycle" };
+}
+
+export const VARIANTS: readonly Variant[] = [
+  {
+    define: "V_COMMIT_NO_TOKEN",
+    removes: "owner_token = $token on the phase commit",
+    configuration: "race",
+    mode: "safety",
+    expect: { kind: "assertion", property: "single_writer" },
+  },
+  {
+    define: "V_TAKEOVER_NO_LEASE",
+    removes: "locked_until <= clock_timestamp() on the takeover",
+    configuration: "race",
+    mode: "safety",
+    expect: { kind: "assertion", property: "one_owner" },
+  },
+  {
+    define: "V_SWEEP_NO_RECHECK",
+    removes: "the sweep DELETE's re-check of status = 'completed' and expires_at",
+    configuration: "retention",
+    mode: "safety",
+    expect: { kind: "assertion", property: "intent_kept" },
+  },
+  {
+    define: "V_RESUME_FROM_START",
+    removes: "resuming after the recovery point the takeover returned",
+    configuration: "race",
+    mode: "safety",
+    expect: { kind: "assertion", property: "phase_once" },
+  },
+  {
+    define: "V_CANCEL_COMPLETED",
+    removes: "cancel's refusal of a completed run",
+    configuration: "operator",
+    mode: "safety",
+    expect: { kind: "assertion", property: "response_stable" },
+  },
+  {
+    define: "V_KEY_PER_ATTEMPT",
+    removes: "a derived key built from (tenant, key, workflow, step) only",
+    configuration: "race",
+    mode: "safety",
+    expect: { kind: "assertion", property: "derived_key_stable" },
+  },
+  {
+    define: "V_TAKEOVER_NO_STATUS",
+    removes: "status = 'in_flight' on the takeover",
+    configuration: "race",
+    mode: "safety",
+    expect: { kind: "assertion", property: "terminal_never_taken" },
+  },
+  {
+    define: "V_CLAIM_UPSERT",
+    removes: "ON CONFLICT DO NOTHING on the claim (an upsert instead)",
+    configuration: "race",
+    mode: "safety",
+    expect: { kind: "assertion", property: "refusal_read_only" },
+  },
+  {
+    define: "V_NO_PARK",
+    removes: "parking at maxAttempts on the takeover",
+    configuration: "race",
+    mode: "liveness",
+    expect: { kind: "acceptance cycle" },
+  },
+  {
+    define: "V_RELEASE_KEEPS_TOKEN",
+    removes: "release clearing the owner token (expireLease on this branch only moves locked_until)",
+    configuration: "operator",
+    mode: "safety",
+    expect: { kind: "assertion", property: "single_writer" },
+  },
+];
+
+function configuration(name: string): Configuration {
+  const found = CONFIGURATIONS.find((c) => c.name === name);
+  if (!found) throw new Error(`no configuration '${name}'`);
+  return found;
+}
+
+export function variantSpec(v: Variant): CheckSpec {
+  return { defines: [...configuration(v.configuration).defines, v.define], mode: v.mode };
+}

@@ -1,0 +1,117 @@
+/**
+ * The guards the model assumes, row by row: each model transition, the
+ * source function it stands for, and the text that function must contain.
+ * test/guard-sync.test.ts reads the sources and fails when a pattern is
+ * gone, so the model cannot drift from the SQL unnoticed. To add a row,
+ * name the file (relative to packages/core/src), the function, and the
+ * patterns; whitespace in patterns and sources is compared collapsed, and
+ * `@{x}` in a pattern stands for the query parameter `${x}` of the sql tag.
+ */
+export interface GuardRow {
+  readonly transition: string;
+  readonly file: string;
+  readonly fn: string;
+  readonly patterns: readonly string[];
+}
+
+/** The fence every write of a run carries. */
+const FENCE = "owner_token = @{own.ownerToken} AND status = 'in_flight'";
+
+export const GUARDS: readonly GuardRow[] = [
+  {
+    transition: "claim",
+    file: "store/claim.ts",
+    fn: "claimNewKey",
+    patterns: ["ON CONFLICT (tenant_id, key) DO NOTHING"],
+  },
+  {
+    transition: "reclaim",
+    file: "store/claim.ts",
+    fn: "reclaimExpiredKey",
+    patterns: ["AND status = 'completed' AND expires_at <= clock_timestamp()", "expires_at = NULL"],
+  },
+  {
+    transition: "takeover",
+    file: "store/claim.ts",
+    fn: "takeOverExpiredLease",
+    patterns: [
+      "AND status = 'in_flight' AND locked_until <= clock_timestamp()",
+      "SET owner_token = @{req.ownerToken}",
+      "attempt = attempt + 1",
+      "RETURNING run_id, attempt, recovery_point",
+    ],
+  },
+  {
+    transition: "phase commit",
+    file: "store/progress.ts",
+    fn: "commitPhase",
+    patterns: [FENCE, "recovery_point = @{adv.name}"],
+  },
+  { transition: "step started", file: "store/progress.ts", fn: "recordStepStarted", patterns: [FENCE, "FROM owner"] },
+  { transition: "step result", file: "store/progress.ts", fn: "recordStepResult", patterns: [FENCE] },
+  { transition: "completion", file: "store/progress.ts", fn: "completeRun", patterns: [FENCE] },
+  {
+    transition: "completion (SET clause)",
+    file: "store/progress.ts",
+    fn: "completion",
+    patterns: ["status = 'completed', owner_token = NULL, locked_until = NULL", "expires_at = clock_timestamp() +"],
+  },
+  { transition: "renewal", file: "store/progress.ts", fn: "renewLease", patterns: [FENCE] },
+  {
+    transition: "sweep",
+    file: "store/maintenance.ts",
+    fn: "sweepBatch",
+    patterns: [
+      "WHERE status = 'completed' AND expires_at <= clock_timestamp()",
+      "FOR UPDATE SKIP LOCKED",
+      "AND r.status = 'completed' AND r.expires_at <= clock_timestamp()",
+    ],
+  },
+  {
+    transition: "stale-run selection",
+    file: "store/maintenance.ts",
+    fn: "selectStaleRuns",
+    patterns: ["WHERE status = 'in_flight' AND locked_until <= clock_timestamp()"],
+  },
+  { transition: "release", file: "store/operations.ts", fn: "expireLease", patterns: ["AND status = 'in_flight'"] },
+  {
+    transition: "resume after the recovery point",
+    file: "runtime/executor.ts",
+    fn: "resumeIndex",
+    patterns: ["return idx + 1;"],
+  },
+  {
+    transition: "derived key (step)",
+    file: "runtime/executor.ts",
+    fn: "runStep",
+    patterns: ["deriveStepKey(plan.own.tenantId, plan.own.key, plan.def.name, item.name)"],
+  },
+  {
+    transition: "derived key (function)",
+    file: "keys/derived-key.ts",
+    fn: "deriveStepKey",
+    patterns: [".update(JSON.stringify([tenantId, key, workflow, step]))"],
+  },
+];
+
+const collapse = (text: string) => text.replace(/\s+/g, " ");
+const pattern = (p: string) => collapse(p.replaceAll("@{", "$" + "{"));
+
+/**
+ * The text of a top-level function in a source file: from its `function`
+ * keyword to the first line that is a lone closing brace. Null when absent.
+ */
+function functionText(source: string, fn: string): string | null {
+  const start = new RegExp(`^(?:export )?(?:async )?function ${fn}\\b`, "m").exec(source);
+  if (!start) return null;
+  const end = source.indexOf("\n}\n", start.index);
+  return source.slice(start.index, end < 0 ? undefined : end + 2);
+}
+
+/** The patterns of a row that the function's text lacks (all of them when the function is gone). */
+export function missingPatterns(source: string, row: GuardRow): string[] {
+  const text = functionText(source, row.fn);
+  if (text === null) return [...row.patterns];
+  const body = collapse(text);
+  return row.patterns.filter((p) => !body.includes(pattern(p)));
+}

@@ -10,9 +10,21 @@ import { createRequire } from "node:module";
 import type * as Api from "@opentelemetry/api";
 import type { LogFields, Logger } from "./logger.js";
 import { log } from "./logger.js";
-import { loadOtel } from "./otel.js";
 
 const { version } = createRequire(import.meta.url)("../../package.json") as { version: string };
+
+/**
+ * The API module, or null when the application did not install it: it is an
+ * optional peer dependency. Kept out of every exported signature, so the
+ * declarations type-check for applications without it.
+ */
+function loadOtel(): typeof Api | null {
+  try {
+    return createRequire(import.meta.url)("@opentelemetry/api") as typeof Api;
+  } catch {
+    return null;
+  }
+}
 
 /** Attribute values as OpenTelemetry takes them. */
 export type Attributes = Record<string, string | number | boolean>;
@@ -36,17 +48,19 @@ export interface SpanScope {
 
 const NO_SPAN: SpanScope = { set: () => undefined, link: () => undefined, traceparent: () => null };
 
-interface Instruments {
-  claims: Api.Counter;
-  leaseLost: Api.Counter;
-  parked: Api.Counter;
-  stepRetries: Api.Counter;
-  deadLetters: Api.Counter;
-  sweepDeleted: Api.Counter;
-  outboxLag: Api.Histogram;
-  runDuration: Api.Histogram;
-  phaseDuration: Api.Histogram;
+/** The engine's counters. */
+type CounterName = "claims" | "leaseLost" | "parked" | "stepRetries" | "deadLetters" | "sweepDeleted";
+/** The engine's histograms (seconds). */
+type HistogramName = "outboxLag" | "runDuration" | "phaseDuration";
+
+/** What the engine needs of a counter and a histogram. */
+interface Counter {
+  add(value: number, attributes?: Attributes): void;
 }
+interface Histogram {
+  record(value: number, attributes?: Attributes): void;
+}
+type Instruments = Record<CounterName, Counter> & Record<HistogramName, Histogram>;
 
 function createInstruments(api: typeof Api): Instruments {
   const meter = api.metrics.getMeter("idempo", version);
@@ -111,7 +125,7 @@ export class Telemetry {
   }
 
   /** Record a duration in ms on a histogram (stored in seconds). */
-  duration(name: "outboxLag" | "runDuration" | "phaseDuration", ms: number, attributes: Attributes = {}): void {
+  duration(name: HistogramName, ms: number, attributes: Attributes = {}): void {
     this.#metrics()?.[name].record(Math.max(0, ms) / 1000, attributes);
   }
 

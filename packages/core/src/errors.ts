@@ -157,3 +157,49 @@ export class DatabaseUnavailableError extends IdempoError {
     );
   }
 }
+
+/**
+ * The run is parked (500): the engine stopped trying it, because its
+ * attempts reached the workflow's `maxAttempts` or because it produced a
+ * value that cannot be stored, which no retry can cure. A parked run is
+ * never taken over by a retry or by `resumeStale`. Fix the code or data,
+ * then `engine.unpark(tenantId, key)` (or `idempo keys unpark`) makes it
+ * takeable again with a fresh attempt budget; `engine.cancel` finishes it
+ * with a stored answer instead. The idea is DBOS's dead-letter state.
+ */
+export class RunParkedError extends IdempoError {
+  /** Why the run was parked, as stored in the record (`parkedReason`). */
+  readonly reason: string;
+  constructor(tenantId: string, key: string, reason: string) {
+    super(
+      "run_parked",
+      500,
+      `the run of idempotency key '${key}' (tenant '${tenantId}') is parked: ${reason}; ` +
+        "fix the cause, then unpark it (engine.unpark or `idempo keys unpark`) or cancel it",
+    );
+    this.reason = reason;
+  }
+}
+
+/**
+ * An operator verb was refused by the run's state (409): `cancel` of a
+ * completed run, `retryFrom` of a live or completed run, `forget` of a live
+ * lease without `force`, `unpark` of a run that is not parked, `release` of
+ * a completed, parked or suspended run. Nothing was changed. The message
+ * names the state found and what would be allowed.
+ */
+export class RunStateError extends IdempoError {
+  /** The status the run had when the verb was refused. */
+  readonly status: string;
+  constructor(tenantId: string, key: string, status: string, message: string) {
+    super("run_state", 409, `idempotency key '${key}' (tenant '${tenantId}'): ${message}`);
+    this.status = status;
+  }
+}
+
+/** An operator verb named a key that has no record (404). Nothing was changed. */
+export class RunNotFoundError extends IdempoError {
+  constructor(tenantId: string, key: string) {
+    super("run_not_found", 404, `no record for idempotency key '${key}' (tenant '${tenantId}')`);
+  }
+}

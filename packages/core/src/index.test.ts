@@ -14,6 +14,9 @@ describe("public exports", () => {
       "InvalidIdempotencyKeyError",
       "LeaseLostError",
       "MAX_KEY_BYTES",
+      "RunNotFoundError",
+      "RunParkedError",
+      "RunStateError",
       "UnstorableValueError",
       "WorkflowDefinitionError",
       "WorkflowUsageError",
@@ -39,6 +42,9 @@ describe("public exports", () => {
       [new core.WorkflowUsageError("x"), "workflow_usage", 500],
       [new core.UnstorableValueError("x", []), "unstorable_value", 500],
       [new core.DatabaseUnavailableError(new Error("x")), "database_unavailable", 503],
+      [new core.RunParkedError("t", "k", "x"), "run_parked", 500],
+      [new core.RunStateError("t", "k", "completed", "x"), "run_state", 409],
+      [new core.RunNotFoundError("t", "k"), "run_not_found", 404],
     ];
     for (const [error, code, status] of cases) {
       expect(error).toBeInstanceOf(core.IdempoError);

@@ -7,6 +7,9 @@ export {
   InputValidationError,
   InvalidIdempotencyKeyError,
   LeaseLostError,
+  RunNotFoundError,
+  RunParkedError,
+  RunStateError,
   UnstorableValueError,
   WorkflowDefinitionError,
   WorkflowUsageError,
@@ -26,7 +29,8 @@ export type {
   WorkerOptions,
 } from "./runtime/engine.js";
 export { createEngine } from "./runtime/engine.js";
-export type { HistoryEntry, KeyPage, ListKeysOptions, RunRecord } from "./runtime/records.js";
+export type { CancelOptions, ForgetOptions, OperatorVerbs } from "./runtime/operator-verbs.js";
+export type { HistoryEntry, KeyPage, ListKeysOptions, RunOutcome, RunRecord, RunStatus } from "./runtime/records.js";
 export type {
   DeliveryContext,
   DeliveryHandler,

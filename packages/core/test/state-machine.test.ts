@@ -110,7 +110,7 @@ describe("in flight, lease expired", () => {
     const s = setup();
     const input = { cartId: "c-take", amountCents: 700 };
     const before = await inFlightAfterCharge(s, "take-1", input);
-    expect(await s.engine.release(T, "take-1")).toBe(true);
+    expect(await s.engine.release(T, "take-1")).toMatchObject({ status: "in_flight", ownerToken: null });
     const seen: { ownerToken: string | null; attempt: number }[] = [];
     setFaultHook(s.engine, async (point) => {
       if (point !== "before:phase:record_charge") return;

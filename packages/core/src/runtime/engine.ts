@@ -5,6 +5,7 @@ import {
   IdempotencyKeyInProgressError,
   IdempotencyKeyMismatchError,
   InputValidationError,
+  RunParkedError,
   WorkflowDefinitionError,
   WorkflowUsageError,
 } from "../errors.js";
@@ -16,7 +17,7 @@ import type { NewRun } from "../store/claim.js";
 import { claimNewKey, reclaimExpiredKey, takeOverExpiredLease } from "../store/claim.js";
 import { selectStaleRuns, sweepBatch, sweepOutboxBatch } from "../store/maintenance.js";
 import { applyMigrations } from "../store/migrate.js";
-import { expireLease, selectHistory, selectRecord, selectRecords } from "../store/operations.js";
+import { selectHistory, selectRecord, selectRecords } from "../store/operations.js";
 import type { Executor, TakenRun } from "../store/run-store.js";
 import { tablesIn } from "../store/run-store.js";
 import type { Definition, Workflow } from "../workflow/definition.js";
@@ -26,6 +27,8 @@ import { isConnectionLoss } from "./db-errors.js";
 import type { ExecutorDeps } from "./executor.js";
 import { execute } from "./executor.js";
 import { faultHookOf } from "./hooks.js";
+import type { OperatorVerbs } from "./operator-verbs.js";
+import { operatorVerbs } from "./operator-verbs.js";
 import type { KeyPage, ListKeysOptions, RunRecord } from "./records.js";
 import { decodeCursor, encodeCursor, toRecord } from "./records.js";
 import type { Relay, RelayOptions } from "./relay.js";
@@ -61,7 +64,7 @@ export interface RunOnceRequest<In> {
 }
 
 /** An idempo engine bound to one database; see {@link createEngine}. */
-export interface Engine extends AdminApi {
+export interface Engine extends AdminApi, OperatorVerbs {
   /**
    * Run `workflow` once for `(tenantId, key)`: claim the key and execute, or
    * replay the stored response, or take over an expired lease and resume
@@ -74,6 +77,7 @@ export interface Engine extends AdminApi {
    * @throws IdempotencyKeyMismatchError (422) the key was used with another payload or workflow.
    * @throws LeaseLostError (409) this attempt was taken over while it worked.
    * @throws WorkflowDefinitionError (500) the stored recovery point is not in this definition.
+   * @throws RunParkedError (500) the run is parked, or this takeover would exceed the workflow's `maxAttempts` and parked it.
    * Any error thrown by workflow code is rethrown; the run stays at its recovery point.
    */
   runOnce<In, B>(workflow: Workflow<In, B>, request: RunOnceRequest<In>): Promise<RunResult<B>>;
@@ -83,12 +87,6 @@ export interface Engine extends AdminApi {
   inspect(tenantId: string, key: string): Promise<RunRecord | null>;
   /** One page of records, newest first; pass `nextCursor` back for the next page. */
   listKeys(options?: ListKeysOptions): Promise<KeyPage>;
-  /**
-   * Expire an in-flight run's lease now so the next retry may take over at
-   * once. A live owner's heartbeat may renew it again; use on crashed runs.
-   * @returns true when an in-flight record was released.
-   */
-  release(tenantId: string, key: string): Promise<boolean>;
   /**
    * Finish abandoned runs: find in-flight runs of the given workflows whose
    * lease expired, take each over with the same atomic statement a client
@@ -126,10 +124,15 @@ export interface ResumeStaleOptions {
   limit?: number;
 }
 
-/** What `resumeStale` did, run by run. */
+/**
+ * What `resumeStale` did, run by run. A run that fails lands in `failed`
+ * and never stops the others; a run whose attempts ran out is parked by its
+ * takeover and lands in `parked` (it is not taken over again).
+ */
 export interface ResumeReport {
   readonly resumed: readonly { tenantId: string; key: string; workflow: string; status: number; outcome: string }[];
   readonly failed: readonly { tenantId: string; key: string; workflow: string; error: Error }[];
+  readonly parked: readonly { tenantId: string; key: string; workflow: string; reason: string }[];
 }
 
 /** Options of `sweep`. */
@@ -153,6 +156,8 @@ export interface WorkerOptions extends ResumeStaleOptions {
 }
 
 const DEFAULT_LEASE_MS = 30_000;
+/** SPEC: a workflow that sets no `maxAttempts` gets 20. */
+const DEFAULT_MAX_ATTEMPTS = 20;
 const DEFAULT_RETENTION_MS = 24 * 60 * 60 * 1000;
 /** Claim rounds before giving up on a key that keeps changing under us (a 409 then). */
 const CLAIM_ROUNDS = 8;
@@ -256,6 +261,8 @@ export function createEngine<DB>(options: EngineOptions<DB>): Engine {
       if (found.fingerprint !== fingerprint) {
         throw new IdempotencyKeyMismatchError(tenantId, key, "a different request payload");
       }
+      if (found.status === "parked") throw new RunParkedError(tenantId, key, found.parkedReason ?? "parked");
+      if (found.status === "suspended") throw new IdempotencyKeyInProgressError(tenantId, key, runLease);
       if (found.status === "completed") {
         return {
           status: found.responseStatus ?? 500,
@@ -272,9 +279,11 @@ export function createEngine<DB>(options: EngineOptions<DB>): Engine {
         ownerToken,
         leaseMs: runLease,
         fingerprint,
+        maxAttempts: def.options.maxAttempts ?? DEFAULT_MAX_ATTEMPTS,
       });
       if (!taken) continue;
-      return resume(def, taken, { tenantId, key, ownerToken }, runLease) as Promise<RunResult<B>>;
+      if (taken.kind === "parked") throw new RunParkedError(tenantId, key, taken.reason);
+      return resume(def, taken.run, { tenantId, key, ownerToken }, runLease) as Promise<RunResult<B>>;
     }
     throw new IdempotencyKeyInProgressError(tenantId, key, 0);
   }
@@ -302,6 +311,7 @@ export function createEngine<DB>(options: EngineOptions<DB>): Engine {
     const limit = opts.limit ?? 100;
     const resumed: ResumeReport["resumed"][number][] = [];
     const failed: ResumeReport["failed"][number][] = [];
+    const parked: ResumeReport["parked"][number][] = [];
     for (const stale of await selectStaleRuns(db, tables, [...byName.keys()], limit)) {
       const def = byName.get(stale.workflow) as Definition;
       const runLease = def.options.leaseMs ?? leaseMs;
@@ -312,15 +322,20 @@ export function createEngine<DB>(options: EngineOptions<DB>): Engine {
           ownerToken,
           leaseMs: runLease,
           fingerprint: null,
+          maxAttempts: def.options.maxAttempts ?? DEFAULT_MAX_ATTEMPTS,
         });
         if (!taken) continue; // a client or another resumer got it first, or its owner renewed
-        const res = await resume(def, taken, { tenantId: stale.tenantId, key: stale.key, ownerToken }, runLease);
+        if (taken.kind === "parked") {
+          parked.push({ ...stale, reason: taken.reason });
+          continue;
+        }
+        const res = await resume(def, taken.run, { tenantId: stale.tenantId, key: stale.key, ownerToken }, runLease);
         resumed.push({ ...stale, status: res.status, outcome: res.outcome });
       } catch (error) {
         failed.push({ ...stale, error: error instanceof Error ? error : new Error(String(error)) });
       }
     }
-    return { resumed, failed };
+    return { resumed, failed, parked };
   }
 
   async function sweep(opts: SweepOptions = {}): Promise<number> {
@@ -341,6 +356,7 @@ export function createEngine<DB>(options: EngineOptions<DB>): Engine {
 
   const engine: Engine = {
     ...adminApi(db, tables),
+    ...operatorVerbs(db, tables),
     runOnce,
     resumeStale,
     sweep,
@@ -369,8 +385,10 @@ export function createEngine<DB>(options: EngineOptions<DB>): Engine {
     async listKeys(opts = {}) {
       if (opts.tenantId !== undefined) assertValidKey(opts.tenantId, "tenant id");
       if (opts.workflow !== undefined) assertValidKey(opts.workflow, "workflow name");
-      if (opts.status !== undefined && opts.status !== "in_flight" && opts.status !== "completed") {
-        throw new InputValidationError([{ path: "status", message: "must be 'in_flight' or 'completed'" }]);
+      if (opts.status !== undefined && !["in_flight", "completed", "parked", "suspended"].includes(opts.status)) {
+        throw new InputValidationError([
+          { path: "status", message: "must be 'in_flight', 'completed', 'parked' or 'suspended'" },
+        ]);
       }
       const limit = opts.limit ?? 50;
       if (!Number.isSafeInteger(limit) || limit < 1 || limit > 1000) {
@@ -387,11 +405,6 @@ export function createEngine<DB>(options: EngineOptions<DB>): Engine {
       const items = rows.map((r) => toRecord(r, undefined));
       const lastRow = rows[limit - 1];
       return { items, nextCursor: rows.length === limit && lastRow ? encodeCursor(lastRow) : null };
-    },
-    async release(tenantId, key) {
-      assertValidKey(tenantId, "tenant id");
-      assertValidKey(key, "idempotency key");
-      return expireLease(db, tables, tenantId, key);
     },
   };
   return Object.freeze(engine);

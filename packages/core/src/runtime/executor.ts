@@ -7,6 +7,7 @@ import {
   DatabaseUnavailableError,
   IdempoError,
   LeaseLostError,
+  UnstorableValueError,
   WorkflowDefinitionError,
   WorkflowUsageError,
 } from "../errors.js";
@@ -24,6 +25,7 @@ import {
   stillOwns,
 } from "../store/progress.js";
 import type { Executor, Ownership, StoredResponse, Tables } from "../store/run-store.js";
+import { parkOwnRun } from "../store/transitions.js";
 import type { RunInfo } from "../workflow/context.js";
 import type { Definition, Item } from "../workflow/definition.js";
 import { isConnectionLoss, isTransient } from "./db-errors.js";
@@ -131,25 +133,41 @@ export async function execute(deps: ExecutorDeps, plan: Plan): Promise<RunResult
     if (error instanceof RejectSignal) return reject(deps, plan, error, recoveryPoint, current);
     if (error instanceof LeaseLostError) throw lease.lost();
     if (isConnectionLoss(error)) throw new DatabaseUnavailableError(error);
+    if (error instanceof UnstorableValueError) {
+      // No retry can store this value: park the run instead of letting every
+      // retry and resumer repeat the same failure (a poison run).
+      if (current) await recordItemFailure(deps, plan, current, openStep, error);
+      if (!(await parkOwnRun(deps.db, deps.tables, own, error.message))) throw lease.lost();
+      throw error;
+    }
     if (!(error instanceof IdempoError)) {
       // A zombie's writes can collide with what its successor committed (a unique
       // constraint): that is a lost lease, not an error of the workflow.
       if (!(await stillOwns(deps.db, deps.tables, own).catch(() => true))) throw lease.lost();
-      if (current) {
-        await recordFailure(deps.db, deps.tables, own, {
-          kind: current.kind,
-          name: current.name,
-          attempt: plan.attempt,
-          error: error instanceof Error ? error.message : String(error),
-          entryId: openStep.entryId,
-        }).catch(() => undefined);
-      }
+      if (current) await recordItemFailure(deps, plan, current, openStep, error);
       if (plan.def.options.onUnknownError === "store") return storeUnknownError(deps, plan, lease);
     }
     throw error;
   } finally {
     lease.stop();
   }
+}
+
+/** Close the failing item's history entry; best effort, on the error path only. */
+async function recordItemFailure(
+  deps: ExecutorDeps,
+  plan: Plan,
+  item: Item,
+  openStep: OpenStep,
+  error: unknown,
+): Promise<void> {
+  await recordFailure(deps.db, deps.tables, plan.own, {
+    kind: item.kind,
+    name: item.name,
+    attempt: plan.attempt,
+    error: error instanceof Error ? error.message : String(error),
+    entryId: openStep.entryId,
+  }).catch(() => undefined);
 }
 
 async function reject(

@@ -153,6 +153,10 @@ export function workflow<DB = unknown>(
       throw new WorkflowDefinitionError(`workflow '${name}': ${field} must be a positive integer of milliseconds`);
     }
   }
+  const max = options.maxAttempts;
+  if (max !== undefined && (!Number.isSafeInteger(max) || max < 1 || max > 10_000)) {
+    throw new WorkflowDefinitionError(`workflow '${name}': maxAttempts must be an integer from 1 to 10 000`);
+  }
   if (options.onUnknownError !== undefined && !["retry", "store"].includes(options.onUnknownError)) {
     throw new WorkflowDefinitionError(`workflow '${name}': onUnknownError must be 'retry' or 'store'`);
   }

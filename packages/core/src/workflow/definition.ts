@@ -15,6 +15,16 @@ export interface WorkflowOptions {
   /** Lease length for this workflow's runs, in ms (Default: the engine's `leaseMs`). */
   leaseMs?: number;
   /**
+   * How many attempts a run may start, 1-10 000 (Default: 20). Every claim
+   * and takeover is an attempt, counted when it starts (an attempt that
+   * crashes its process counts too). The takeover that would start one
+   * more parks the run instead: status `parked`, `RunParkedError` to every
+   * later call, never taken over by `resumeStale`, until `engine.unpark`
+   * gives it a fresh budget. Resuming after a clean suspension is not an
+   * attempt. The idea is DBOS's cap on recovery attempts (dead letters).
+   */
+  maxAttempts?: number;
+  /**
    * `'retry'` (default): an unknown error leaves the run in flight at its
    * recovery point and is rethrown; a retry after the lease resumes it.
    * `'store'`: the run completes with a stored 500 problem body instead.

@@ -96,6 +96,7 @@ describe("keys list", () => {
       key: "order-2001",
       workflow: "checkout",
       status: "in_flight",
+      parkedReason: null,
       stuck: true,
       recoveryPoint: "charge",
       attempts: 1,
@@ -269,7 +270,7 @@ describe("output rules", () => {
 
   it("migrate --print shows the pending SQL for a schema that has none", () => {
     expect(r.printOther?.code).toBe(0);
-    expect(r.printOther?.stdout).toMatch(/^-- idempo: 2 pending migrations for schema other\nBEGIN;/);
+    expect(r.printOther?.stdout).toMatch(/^-- idempo: 3 pending migrations for schema other\nBEGIN;/);
     expect(r.printOther?.stdout).toContain(
       `INSERT INTO "other".schema_migrations (version, name) VALUES (1, '0001_runs');`,
     );
@@ -328,8 +329,11 @@ describe("changing records", () => {
   it("release expires a live lease now, so a retry takes over", async () => {
     const res = await idempo(["keys", "release", "acme", "order-1004", "--yes"], env());
     expect(res.code).toBe(0);
-    expect(res.stdout).toMatch(/^released acme\/order-1004: lease was \d+m \d+s left, now expired \(owner \w+\)\n/);
-    expect(res.stdout).toMatch(/a retry now will take over as attempt 2 and resume after create_order/);
+    const flat = res.stdout.replace(/\n {2}/g, " ");
+    expect(flat).toMatch(
+      /^released acme\/order-1004: lease was \d+m \d+s left, now expired \(owner \w+\); that owner's next/,
+    );
+    expect(flat).toMatch(/a retry now will take over as attempt 2 and resume after create_order/);
     const rec = await seeded.engine.inspect("acme", "order-1004");
     expect(rec?.leaseRemainingMs).toBeLessThanOrEqual(0);
   });
@@ -382,7 +386,7 @@ describe("changing records", () => {
     const first = await idempo(["migrate", "--schema", "ops_copy"], env());
     expect(first).toMatchObject({
       code: 0,
-      stdout: "applied 2 migrations to schema ops_copy:\n  0001_runs\n  0002_outbox\n",
+      stdout: "applied 3 migrations to schema ops_copy:\n  0001_runs\n  0002_outbox\n  0003_operator_states\n",
     });
     const again = await idempo(["migrate", "--schema", "ops_copy", "--json"], env());
     expect(JSON.parse(again.stdout)).toEqual({ applied: [] });

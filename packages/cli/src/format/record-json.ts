@@ -84,7 +84,8 @@ type RetryJson =
   | { action: "replay"; status: number; until: string | null }
   | { action: "run_again"; since: string | null }
   | { action: "wait"; until: string; retryAfterMs: number; thenResumeAfter: string | null }
-  | { action: "take_over"; attempt: number; resumeAfter: string | null; next: string | null };
+  | { action: "take_over"; attempt: number; resumeAfter: string | null; next: string | null }
+  | { action: "parked"; reason: string };
 
 function retryJson(r: RetryAction): RetryJson {
   switch (r.action) {
@@ -106,6 +107,8 @@ function retryJson(r: RetryAction): RetryJson {
         resumeAfter: r.resumeAfter,
         next: r.next ? `${r.next.kind}:${r.next.name}` : null,
       };
+    case "parked":
+      return { action: "parked", reason: r.reason };
   }
 }
 

@@ -203,3 +203,25 @@ export class RunNotFoundError extends IdempoError {
     super("run_not_found", 404, `no record for idempotency key '${key}' (tenant '${tenantId}')`);
   }
 }
+
+/**
+ * An attempt ran past its bound (`attemptTimeoutMs` of the workflow or the
+ * engine) and was stopped (503): its lease renewal stopped, it gave the key
+ * up and its `signal` aborted, so the next retry (or `resumeStale`) takes
+ * over at once and resumes after the last recovery point. Whatever the
+ * attempt had not committed is rolled back; its later writes fail.
+ */
+export class AttemptTimeoutError extends IdempoError {
+  /** The bound that passed, in ms. */
+  readonly attemptTimeoutMs: number;
+  constructor(tenantId: string, key: string, attemptTimeoutMs: number, at: string) {
+    super(
+      "attempt_timeout",
+      503,
+      `the attempt on idempotency key '${key}' (tenant '${tenantId}') ran longer than its bound of ` +
+        `${attemptTimeoutMs} ms (attemptTimeoutMs) in ${at}: it gave the key up; retry to take over and resume ` +
+        "after the last recovery point",
+    );
+    this.attemptTimeoutMs = attemptTimeoutMs;
+  }
+}

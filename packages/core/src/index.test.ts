@@ -6,6 +6,7 @@ import * as internal from "./internal.js";
 describe("public exports", () => {
   it("@idempo/core exports exactly these values", () => {
     expect(Object.keys(core).sort()).toEqual([
+      "AttemptTimeoutError",
       "DatabaseUnavailableError",
       "IdempoError",
       "IdempotencyKeyInProgressError",
@@ -45,6 +46,7 @@ describe("public exports", () => {
       [new core.RunParkedError("t", "k", "x"), "run_parked", 500],
       [new core.RunStateError("t", "k", "completed", "x"), "run_state", 409],
       [new core.RunNotFoundError("t", "k"), "run_not_found", 404],
+      [new core.AttemptTimeoutError("t", "k", 1, "x"), "attempt_timeout", 503],
     ];
     for (const [error, code, status] of cases) {
       expect(error).toBeInstanceOf(core.IdempoError);

@@ -1,5 +1,6 @@
 export type { InputIssue } from "./errors.js";
 export {
+  AttemptTimeoutError,
   DatabaseUnavailableError,
   IdempoError,
   IdempotencyKeyInProgressError,

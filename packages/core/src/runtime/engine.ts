@@ -51,6 +51,12 @@ export interface EngineOptions<DB> {
   heartbeatMs?: number;
   /** Retention of completed records in ms when a workflow sets none (Default: 86 400 000, 24 h). */
   retentionMs?: number;
+  /**
+   * The longest one attempt may hold a key, in ms, when a workflow sets no
+   * `attemptTimeoutMs` (Default: 900 000, 15 min). Past it renewal stops,
+   * the attempt gives the key up and its `signal` aborts; see `WorkflowOptions.attemptTimeoutMs`.
+   */
+  attemptTimeoutMs?: number;
 }
 
 /** The arguments of one `runOnce` call. */
@@ -159,6 +165,8 @@ const DEFAULT_LEASE_MS = 30_000;
 /** SPEC: a workflow that sets no `maxAttempts` gets 20. */
 const DEFAULT_MAX_ATTEMPTS = 20;
 const DEFAULT_RETENTION_MS = 24 * 60 * 60 * 1000;
+/** Long enough for any healthy request or job, short enough that a hung one frees its key the same hour. */
+const DEFAULT_ATTEMPT_TIMEOUT_MS = 15 * 60 * 1000;
 /** Claim rounds before giving up on a key that keeps changing under us (a 409 then). */
 const CLAIM_ROUNDS = 8;
 
@@ -190,6 +198,8 @@ export function createEngine<DB>(options: EngineOptions<DB>): Engine {
   // Unset, the heartbeat follows each run's own lease (a workflow may shorten it).
   const heartbeatMs = options.heartbeatMs === undefined ? undefined : positiveMs("heartbeatMs", options.heartbeatMs, 0);
   const retentionMs = positiveMs("retentionMs", options.retentionMs, DEFAULT_RETENTION_MS);
+  const attemptTimeoutMs = positiveMs("attemptTimeoutMs", options.attemptTimeoutMs, DEFAULT_ATTEMPT_TIMEOUT_MS);
+  const boundOf = (def: Definition) => def.options.attemptTimeoutMs ?? attemptTimeoutMs;
 
   const deps = (): ExecutorDeps => ({ db, tables, heartbeatMs, hook: faultHookOf(engine) });
 
@@ -244,6 +254,7 @@ export function createEngine<DB>(options: EngineOptions<DB>): Engine {
           state: Object.freeze({}),
           recoveryPoint: null,
           leaseMs: runLease,
+          attemptTimeoutMs: boundOf(def),
         }) as Promise<RunResult<B>>;
 
       const claim = await claimNewKey(db, tables, fresh);
@@ -303,6 +314,7 @@ export function createEngine<DB>(options: EngineOptions<DB>): Engine {
       state: deepFreeze(JSON.parse(taken.state) as JsonObject),
       recoveryPoint: taken.recoveryPoint,
       leaseMs: runLease,
+      attemptTimeoutMs: boundOf(def),
     });
   }
 

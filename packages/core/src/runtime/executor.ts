@@ -4,6 +4,7 @@
  * result fenced on the owner token, and repeat until the run completes.
  */
 import {
+  AttemptTimeoutError,
   DatabaseUnavailableError,
   IdempoError,
   LeaseLostError,
@@ -25,7 +26,7 @@ import {
   stillOwns,
 } from "../store/progress.js";
 import type { Executor, Ownership, StoredResponse, Tables } from "../store/run-store.js";
-import { parkOwnRun } from "../store/transitions.js";
+import { giveUpOwnLease, parkOwnRun } from "../store/transitions.js";
 import type { RunInfo } from "../workflow/context.js";
 import type { Definition, Item } from "../workflow/definition.js";
 import { isConnectionLoss, isTransient } from "./db-errors.js";
@@ -46,6 +47,8 @@ export interface Plan {
   readonly state: JsonObject;
   readonly recoveryPoint: string | null;
   readonly leaseMs: number;
+  /** The attempt bound: past it the attempt gives the key up and its signal aborts. */
+  readonly attemptTimeoutMs: number;
 }
 
 export interface ExecutorDeps {
@@ -66,6 +69,36 @@ interface OpenStep {
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
+/**
+ * Settle with `work`, or reject with the signal's reason as soon as it
+ * aborts: an attempt that lost its lease or ran past its bound ends now even
+ * when workflow code ignores its signal. The abandoned work still settles
+ * later; its writes are fenced out, and its rejection is dropped here.
+ */
+function untilAborted<T>(work: Promise<T>, signal: AbortSignal): Promise<T> {
+  if (signal.aborted) {
+    work.catch(() => undefined);
+    return Promise.reject(signal.reason);
+  }
+  return new Promise<T>((resolve, reject) => {
+    const onAbort = () => {
+      work.catch(() => undefined);
+      reject(signal.reason);
+    };
+    signal.addEventListener("abort", onAbort, { once: true });
+    work.then(
+      (value) => {
+        signal.removeEventListener("abort", onAbort);
+        resolve(value);
+      },
+      (error: unknown) => {
+        signal.removeEventListener("abort", onAbort);
+        reject(error);
+      },
+    );
+  });
+}
+
 /** Where the run resumes: the index after the recovery point, checked against the current definition. */
 function resumeIndex(plan: Plan): number {
   if (plan.recoveryPoint === null) return 0;
@@ -83,12 +116,22 @@ function resumeIndex(plan: Plan): number {
 /** Run a plan to completion (or to the first error, which leaves it at its recovery point). */
 export async function execute(deps: ExecutorDeps, plan: Plan): Promise<RunResult<unknown>> {
   const { own } = plan;
-  const lostError = () => new LeaseLostError(own.tenantId, own.key, "a fenced write");
-  const lease = new LeaseKeeper(() => renewLease(deps.db, deps.tables, own, plan.leaseMs), lostError);
-  lease.start(deps.heartbeatMs ?? Math.max(1, Math.floor(plan.leaseMs / 3)));
   let recoveryPoint = plan.recoveryPoint;
   let state = plan.state;
   let current: Item | undefined;
+  const lease = new LeaseKeeper({
+    renew: () => renewLease(deps.db, deps.tables, own, plan.leaseMs),
+    giveUp: () => giveUpOwnLease(deps.db, deps.tables, own),
+    lostError: () => new LeaseLostError(own.tenantId, own.key, "a fenced write"),
+    timeoutError: () =>
+      new AttemptTimeoutError(
+        own.tenantId,
+        own.key,
+        plan.attemptTimeoutMs,
+        current ? `${current.kind} '${current.name}'` : "respond",
+      ),
+  });
+  lease.start(deps.heartbeatMs ?? Math.max(1, Math.floor(plan.leaseMs / 3)), plan.attemptTimeoutMs);
   // The history entry of a step that started but has not recorded its result.
   const openStep: OpenStep = { entryId: null };
   const hook = async (point: string) => {
@@ -126,17 +169,19 @@ export async function execute(deps: ExecutorDeps, plan: Plan): Promise<RunResult
     // Nothing left after the recovery point (an empty workflow): complete now.
     current = undefined;
     const response = await respondWith(plan.def, info(state));
+    lease.finishing();
     if (!(await completeRun(deps.db, deps.tables, own, response))) throw lease.lost();
     return resultOf(response, false);
   } catch (error) {
     if (error instanceof CrashSignal) throw error;
     if (error instanceof RejectSignal) return reject(deps, plan, error, recoveryPoint, current);
-    if (error instanceof LeaseLostError) throw lease.lost();
+    if (error instanceof LeaseLostError || error instanceof AttemptTimeoutError) throw lease.lost();
     if (isConnectionLoss(error)) throw new DatabaseUnavailableError(error);
     if (error instanceof UnstorableValueError) {
       // No retry can store this value: park the run instead of letting every
       // retry and resumer repeat the same failure (a poison run).
       if (current) await recordItemFailure(deps, plan, current, openStep, error);
+      lease.finishing();
       if (!(await parkOwnRun(deps.db, deps.tables, own, error.message))) throw lease.lost();
       throw error;
     }
@@ -203,6 +248,7 @@ async function storeUnknownError(deps: ExecutorDeps, plan: Plan, lease: LeaseKee
       code: "internal_error",
     }),
   };
+  lease.finishing();
   if (!(await completeRun(deps.db, deps.tables, plan.own, response))) throw lease.lost();
   return resultOf(response, false);
 }
@@ -237,6 +283,7 @@ async function completeWithFailure(
     attempt: plan.attempt,
     error: `ctx.fail(${response.status})`,
   });
+  lease.finishing();
   if (!(await completeRun(db, deps.tables, plan.own, response))) throw lease.lost();
   return { kind: "done", result: resultOf(response, false) };
 }
@@ -280,7 +327,7 @@ async function runPhase(
   const where = `phase '${item.name}'`;
   for (let tries = 1; ; tries++) {
     try {
-      return await deps.db.transaction().execute(async (tx): Promise<Outcome> => {
+      const work = deps.db.transaction().execute(async (tx): Promise<Outcome> => {
         let result: unknown;
         try {
           const ctl = control();
@@ -305,11 +352,14 @@ async function runPhase(
           leaseMs: plan.leaseMs,
           ...(last ? { response: await respondWith(plan.def, { ...info, state }) } : {}),
         };
+        if (advance.response) lease.finishing();
         if (!(await commitPhase(tx, deps.tables, plan.own, advance))) throw lease.lost();
         return advance.response
           ? { kind: "done", result: resultOf(advance.response, false) }
           : { kind: "continue", state };
       });
+      // A phase whose code hangs with its transaction open must not hold the attempt past its bound.
+      return await untilAborted(work, lease.signal);
     } catch (error) {
       if (!isTransient(error) || tries >= PHASE_TRIES) throw error;
       // Serialization failure or deadlock: the transaction rolled back whole; try again after a jittered pause.
@@ -344,12 +394,18 @@ async function runStep(
     const reconcile = item.options.reconcile;
     if (started.priorStarts > 0 && reconcile) {
       // In doubt: an earlier attempt may have reached the other system. Ask before calling again.
-      result = await reconcile({ ...info, idempotencyKey, signal: lease.signal });
+      result = await untilAborted(
+        Promise.resolve(reconcile({ ...info, idempotencyKey, signal: lease.signal })),
+        lease.signal,
+      );
       if (result !== undefined) outcome = "reconciled";
     }
     if (outcome === "succeeded") {
       const ctl = control();
-      result = await callStep(item, { ...info, fail: ctl.fail, reject: ctl.reject, idempotencyKey }, lease.signal);
+      result = await untilAborted(
+        callStep(item, { ...info, fail: ctl.fail, reject: ctl.reject, idempotencyKey }, lease.signal),
+        lease.signal,
+      );
       ctl.rethrowCaught();
     }
   } catch (error) {
@@ -380,6 +436,7 @@ async function runStep(
     throw error;
   }
   const advance: Advance = response ? { ...progress, response } : progress;
+  if (response) lease.finishing();
   if (!(await recordStepResult(deps.db, deps.tables, plan.own, started.entryId, outcome, advance))) throw lease.lost();
   return advance.response ? { kind: "done", result: resultOf(advance.response, false) } : { kind: "continue", state };
 }

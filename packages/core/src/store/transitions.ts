@@ -34,6 +34,28 @@ export async function parkOwnRun(db: Executor, t: Tables, own: Ownership, reason
 }
 
 /**
+ * The owner gives its key up when its attempt ran past its bound: owner
+ * and lease end now, so the next retry takes over at once and every write
+ * the attempt still tries is fenced out.
+ *
+ * Race closed: the bound firing while a takeover already happened (the
+ * lease had run out meanwhile). Fenced on the owner token: it then matches
+ * nothing and leaves the successor's lease alone.
+ *
+ * @returns false when the attempt no longer owned the key.
+ */
+export async function giveUpOwnLease(db: Executor, t: Tables, own: Ownership): Promise<boolean> {
+  const { rows } = await sql`/* idempo:give_up */
+    UPDATE ${t.runs}
+    SET owner_token = NULL, locked_until = LEAST(locked_until, clock_timestamp()), updated_at = clock_timestamp()
+    WHERE tenant_id = ${own.tenantId} AND key = ${own.key}
+      AND owner_token = ${own.ownerToken} AND status = 'in_flight'
+    RETURNING 1
+  `.execute(db);
+  return rows.length === 1;
+}
+
+/**
  * Release: end the current lease for good, so the next retry or resumer
  * takes over at once. The owner token goes with it, so a live owner's next
  * renewal or write matches nothing (its signal aborts, its transaction

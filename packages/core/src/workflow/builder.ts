@@ -147,6 +147,12 @@ export function workflow<DB = unknown>(
   options: WorkflowOptions = {},
 ): WorkflowBuilder<DB, JsonValue, JsonValue, Record<never, never>> {
   checkName("workflow", name);
+  const bound = options.attemptTimeoutMs;
+  if (bound !== undefined && (!Number.isSafeInteger(bound) || bound < 1 || bound > 2_147_483_647)) {
+    throw new WorkflowDefinitionError(
+      `workflow '${name}': attemptTimeoutMs must be an integer of milliseconds from 1 to 2 147 483 647 (Node's timer limit)`,
+    );
+  }
   for (const field of ["retentionMs", "leaseMs"] as const) {
     const v = options[field];
     if (v !== undefined && (!Number.isSafeInteger(v) || v <= 0)) {

@@ -25,6 +25,15 @@ export interface WorkflowOptions {
    */
   maxAttempts?: number;
   /**
+   * The longest one attempt may hold the key, in ms, 1-2 147 483 647
+   * (Default: the engine's `attemptTimeoutMs`, itself 900 000, 15 min).
+   * Past it the attempt stops renewing its lease, gives the key up and its
+   * `signal` aborts with `AttemptTimeoutError`; `runOnce` rejects with that
+   * error even when workflow code ignores the signal, and the next retry
+   * takes over at once. Set it above the longest a healthy attempt takes.
+   */
+  attemptTimeoutMs?: number;
+  /**
    * `'retry'` (default): an unknown error leaves the run in flight at its
    * recovery point and is rethrown; a retry after the lease resumes it.
    * `'store'`: the run completes with a stored 500 problem body instead.

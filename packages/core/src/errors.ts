@@ -225,3 +225,20 @@ export class AttemptTimeoutError extends IdempoError {
     this.attemptTimeoutMs = attemptTimeoutMs;
   }
 }
+
+/**
+ * An option of `createEngine`, `workflow`, a step, `sweep`, `resumeStale`,
+ * `startWorker` or `startRelay` is out of range (500, a programming error).
+ * Raised when the engine, workflow or loop is built, or when the call is
+ * made, before anything touches the database. Names the option and its
+ * allowed range, so that a value which would silently break the lease (a
+ * heartbeat slower than the lease, a timer beyond Node's limit) never runs.
+ */
+export class InvalidOptionError extends IdempoError {
+  /** The option, e.g. `heartbeatMs` or `sweep batchSize`. */
+  readonly option: string;
+  constructor(option: string, message: string) {
+    super("invalid_option", 500, message);
+    this.option = option;
+  }
+}

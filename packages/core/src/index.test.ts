@@ -13,6 +13,7 @@ describe("public exports", () => {
       "IdempotencyKeyMismatchError",
       "InputValidationError",
       "InvalidIdempotencyKeyError",
+      "InvalidOptionError",
       "LeaseLostError",
       "MAX_KEY_BYTES",
       "RunNotFoundError",
@@ -28,8 +29,8 @@ describe("public exports", () => {
     ]);
   });
 
-  it("@idempo/core/internal exports only the fault-injection hook", () => {
-    expect(Object.keys(internal).sort()).toEqual(["CrashSignal", "setFaultHook"]);
+  it("@idempo/core/internal exports only the fault-injection hooks", () => {
+    expect(Object.keys(internal).sort()).toEqual(["CrashSignal", "setFaultHook", "setHeartbeatSilenced"]);
   });
 
   it("every error carries a stable code and HTTP status", () => {
@@ -46,6 +47,7 @@ describe("public exports", () => {
       [new core.RunParkedError("t", "k", "x"), "run_parked", 500],
       [new core.RunStateError("t", "k", "completed", "x"), "run_state", 409],
       [new core.RunNotFoundError("t", "k"), "run_not_found", 404],
+      [new core.InvalidOptionError("x", "x"), "invalid_option", 500],
       [new core.AttemptTimeoutError("t", "k", 1, "x"), "attempt_timeout", 503],
     ];
     for (const [error, code, status] of cases) {

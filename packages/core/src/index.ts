@@ -7,6 +7,7 @@ export {
   IdempotencyKeyMismatchError,
   InputValidationError,
   InvalidIdempotencyKeyError,
+  InvalidOptionError,
   LeaseLostError,
   RunNotFoundError,
   RunParkedError,

@@ -11,8 +11,8 @@ import {
   AttemptTimeoutError,
   createEngine,
   IdempotencyKeyInProgressError,
+  InvalidOptionError,
   LeaseLostError,
-  WorkflowDefinitionError,
   workflow,
 } from "../src/index.ts";
 import { deferred, rejectionOf } from "./field-support/harness.ts";
@@ -125,7 +125,7 @@ describe("attempt bounds", () => {
 
   it("a bound outside 1 to 2 147 483 647 ms is refused when the workflow is built", () => {
     for (const bad of [0, -1, 1.5, 2 ** 31, Number.NaN]) {
-      expect(() => workflow("bad_bound", { attemptTimeoutMs: bad }), String(bad)).toThrow(WorkflowDefinitionError);
+      expect(() => workflow("bad_bound", { attemptTimeoutMs: bad }), String(bad)).toThrow(InvalidOptionError);
     }
   });
 });

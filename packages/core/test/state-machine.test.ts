@@ -140,7 +140,7 @@ describe("in flight, lease expired", () => {
   });
 
   it("lease lapsed by the database clock (no release): 409 first, takeover once it has run out", async () => {
-    const s = setup({ leaseMs: 1000, heartbeatMs: 60_000 });
+    const s = setup({ leaseMs: 1000 });
     const input = { cartId: "c-lapse", amountCents: 700 };
     crashAt(s.engine, "before:phase:record_charge", { key: "lapse-1" });
     await expect(s.engine.runOnce(s.checkout, { tenantId: T, key: "lapse-1", input })).rejects.toBeInstanceOf(

@@ -5,6 +5,7 @@ import {
   IdempotencyKeyInProgressError,
   IdempotencyKeyMismatchError,
   InputValidationError,
+  InvalidOptionError,
   RunParkedError,
   WorkflowDefinitionError,
   WorkflowUsageError,
@@ -26,9 +27,10 @@ import { adminApi } from "./admin-api.js";
 import { isConnectionLoss } from "./db-errors.js";
 import type { ExecutorDeps } from "./executor.js";
 import { execute } from "./executor.js";
-import { faultHookOf } from "./hooks.js";
+import { faultHookOf, heartbeatSilenced } from "./hooks.js";
 import type { OperatorVerbs } from "./operator-verbs.js";
 import { operatorVerbs } from "./operator-verbs.js";
+import { checkHeartbeat, intOption, MAX_TIMER_MS } from "./option-checks.js";
 import type { KeyPage, ListKeysOptions, RunRecord } from "./records.js";
 import { decodeCursor, encodeCursor, toRecord } from "./records.js";
 import type { Relay, RelayOptions } from "./relay.js";
@@ -170,12 +172,25 @@ const DEFAULT_ATTEMPT_TIMEOUT_MS = 15 * 60 * 1000;
 /** Claim rounds before giving up on a key that keeps changing under us (a 409 then). */
 const CLAIM_ROUNDS = 8;
 
-function positiveMs(name: string, value: number | undefined, fallback: number): number {
-  if (value === undefined) return fallback;
-  if (!Number.isSafeInteger(value) || value <= 0) {
-    throw new WorkflowDefinitionError(`engine option ${name} must be a positive integer of milliseconds`);
+/** Longest retention accepted: 100 years (the DB clock arithmetic stays far from overflow). */
+const MAX_RETENTION_MS = 100 * 365 * 24 * 60 * 60 * 1000;
+
+/** The definitions `resumeStale` may run, by name; anything else in the list is a usage error. */
+function workflowsByName(where: string, workflows: unknown): Map<string, Definition> {
+  if (!Array.isArray(workflows) || workflows.length === 0) {
+    throw new InvalidOptionError("workflows", `${where}: workflows must be a non-empty array of workflows`);
   }
-  return value;
+  const byName = new Map<string, Definition>();
+  workflows.forEach((w: { definition?: Definition } | undefined, i) => {
+    if (!w?.definition?.items) {
+      throw new InvalidOptionError(
+        "workflows",
+        `${where}: workflows[${i}] is not a workflow built with workflow(...).respond(...)`,
+      );
+    }
+    byName.set(w.definition.name, w.definition);
+  });
+  return byName;
 }
 
 /**
@@ -186,7 +201,8 @@ function positiveMs(name: string, value: number | undefined, fallback: number): 
  * await engine.migrate()
  * const res = await engine.runOnce(checkout, { tenantId: 'acme', key: 'k-123', input })
  *
- * @throws WorkflowDefinitionError when an option is out of range.
+ * @throws InvalidOptionError when an option is out of range (naming it and the range).
+ * @throws WorkflowDefinitionError when the schema name is not a plain SQL identifier.
  */
 export function createEngine<DB>(options: EngineOptions<DB>): Engine {
   const db = options.db as unknown as ExecutorDeps["db"];
@@ -194,14 +210,29 @@ export function createEngine<DB>(options: EngineOptions<DB>): Engine {
   if (!/^[A-Za-z_][A-Za-z0-9_]{0,62}$/.test(tables.schema)) {
     throw new WorkflowDefinitionError(`schema must be a plain SQL identifier, got ${JSON.stringify(tables.schema)}`);
   }
-  const leaseMs = positiveMs("leaseMs", options.leaseMs, DEFAULT_LEASE_MS);
+  const where = "createEngine";
+  const leaseMs = intOption(where, "leaseMs", options.leaseMs, 1, MAX_TIMER_MS, DEFAULT_LEASE_MS);
   // Unset, the heartbeat follows each run's own lease (a workflow may shorten it).
-  const heartbeatMs = options.heartbeatMs === undefined ? undefined : positiveMs("heartbeatMs", options.heartbeatMs, 0);
-  const retentionMs = positiveMs("retentionMs", options.retentionMs, DEFAULT_RETENTION_MS);
-  const attemptTimeoutMs = positiveMs("attemptTimeoutMs", options.attemptTimeoutMs, DEFAULT_ATTEMPT_TIMEOUT_MS);
+  const heartbeatMs = intOption(where, "heartbeatMs", options.heartbeatMs, 1, MAX_TIMER_MS);
+  checkHeartbeat(where, heartbeatMs, leaseMs);
+  const retentionMs = intOption(where, "retentionMs", options.retentionMs, 1, MAX_RETENTION_MS, DEFAULT_RETENTION_MS);
+  const attemptTimeoutMs = intOption(
+    where,
+    "attemptTimeoutMs",
+    options.attemptTimeoutMs,
+    1,
+    MAX_TIMER_MS,
+    DEFAULT_ATTEMPT_TIMEOUT_MS,
+  );
   const boundOf = (def: Definition) => def.options.attemptTimeoutMs ?? attemptTimeoutMs;
 
-  const deps = (): ExecutorDeps => ({ db, tables, heartbeatMs, hook: faultHookOf(engine) });
+  const deps = (): ExecutorDeps => ({
+    db,
+    tables,
+    heartbeatMs,
+    hook: faultHookOf(engine),
+    silentHeartbeat: heartbeatSilenced(engine),
+  });
 
   async function runOnce<In, B>(wf: Workflow<In, B>, request: RunOnceRequest<In>): Promise<RunResult<B>> {
     try {
@@ -228,6 +259,7 @@ export function createEngine<DB>(options: EngineOptions<DB>): Engine {
     const parsedHash = def.schema ? parsedInputHash(input) : null;
     const inputText = JSON.stringify(json);
     const runLease = def.options.leaseMs ?? leaseMs;
+    checkHeartbeat(`workflow '${def.name}'`, heartbeatMs, runLease);
     const { tenantId, key } = request;
 
     for (let round = 0; round < CLAIM_ROUNDS; round++) {
@@ -319,8 +351,8 @@ export function createEngine<DB>(options: EngineOptions<DB>): Engine {
   }
 
   async function resumeStale(opts: ResumeStaleOptions): Promise<ResumeReport> {
-    const byName = new Map(opts.workflows.map((w) => [w.name, w.definition]));
-    const limit = opts.limit ?? 100;
+    const byName = workflowsByName("resumeStale", opts?.workflows);
+    const limit = intOption("resumeStale", "limit", opts.limit, 1, 10_000, 100);
     const resumed: ResumeReport["resumed"][number][] = [];
     const failed: ResumeReport["failed"][number][] = [];
     const parked: ResumeReport["parked"][number][] = [];
@@ -329,6 +361,7 @@ export function createEngine<DB>(options: EngineOptions<DB>): Engine {
       const runLease = def.options.leaseMs ?? leaseMs;
       const ownerToken = newId();
       try {
+        checkHeartbeat(`workflow '${def.name}'`, heartbeatMs, runLease);
         const taken = await takeOverExpiredLease(db, tables, {
           ...stale,
           ownerToken,
@@ -351,9 +384,16 @@ export function createEngine<DB>(options: EngineOptions<DB>): Engine {
   }
 
   async function sweep(opts: SweepOptions = {}): Promise<number> {
-    const batchSize = opts.batchSize ?? 500;
-    const maxBatches = opts.maxBatches ?? 100;
-    const keepOutboxMs = positiveMs("outboxRetentionMs", opts.outboxRetentionMs, 7 * 24 * 60 * 60 * 1000);
+    const batchSize = intOption("sweep", "batchSize", opts.batchSize, 1, 100_000, 500);
+    const maxBatches = intOption("sweep", "maxBatches", opts.maxBatches, 1, 1_000_000, 100);
+    const keepOutboxMs = intOption(
+      "sweep",
+      "outboxRetentionMs",
+      opts.outboxRetentionMs,
+      1,
+      MAX_RETENTION_MS,
+      7 * 24 * 60 * 60 * 1000,
+    );
     let total = 0;
     for (let i = 0; i < maxBatches; i++) {
       const n = await sweepBatch(db, tables, batchSize);
@@ -374,7 +414,9 @@ export function createEngine<DB>(options: EngineOptions<DB>): Engine {
     sweep,
     startRelay: (opts) => startRelay(db, tables, () => faultHookOf(engine), opts),
     startWorker(opts) {
-      const intervalMs = positiveMs("intervalMs", opts.intervalMs, 5_000);
+      const intervalMs = intOption("startWorker", "intervalMs", opts?.intervalMs, 1, MAX_TIMER_MS, 5_000);
+      workflowsByName("startWorker", opts.workflows);
+      intOption("startWorker", "limit", opts.limit, 1, 10_000, 100);
       const onError = opts.onError ?? (() => {});
       return startLoop(
         intervalMs,

@@ -57,6 +57,8 @@ export interface ExecutorDeps {
   /** Fixed heartbeat interval; `undefined` = a third of the run's lease. */
   readonly heartbeatMs: number | undefined;
   readonly hook: FaultHook | undefined;
+  /** Test hook: no renewals at all (a zombie in the making). */
+  readonly silentHeartbeat: boolean;
 }
 
 const PHASE_TRIES = 5;
@@ -120,7 +122,7 @@ export async function execute(deps: ExecutorDeps, plan: Plan): Promise<RunResult
   let state = plan.state;
   let current: Item | undefined;
   const lease = new LeaseKeeper({
-    renew: () => renewLease(deps.db, deps.tables, own, plan.leaseMs),
+    renew: () => (deps.silentHeartbeat ? Promise.resolve(true) : renewLease(deps.db, deps.tables, own, plan.leaseMs)),
     giveUp: () => giveUpOwnLease(deps.db, deps.tables, own),
     lostError: () => new LeaseLostError(own.tenantId, own.key, "a fenced write"),
     timeoutError: () =>

@@ -144,15 +144,20 @@ export class UnstorableValueError extends IdempoError {
 
 /**
  * The database connection failed or was terminated mid-operation (503).
- * Whatever transaction was open rolled back, so the run is still at its
- * last recovery point; retry the same key later and it resumes from there.
+ * A transaction cut off before its COMMIT rolled back; one cut off at its
+ * COMMIT may or may not have committed (only the acknowledgement may have
+ * been lost). The engine never re-runs a phase in process after such an
+ * error: the next attempt on the key finds out from the recovery point,
+ * resuming after the phase if it committed and running it once if not.
  */
 export class DatabaseUnavailableError extends IdempoError {
   constructor(cause: unknown) {
     super(
       "database_unavailable",
       503,
-      `the database connection failed: ${cause instanceof Error ? cause.message : String(cause)}; the run stays at its last recovery point, retry later`,
+      `the database connection failed: ${cause instanceof Error ? cause.message : String(cause)}; ` +
+        "a transaction open at that moment may or may not have committed; the next attempt will find out " +
+        "from the run's recovery point: retry the same key later",
       { cause },
     );
   }
@@ -240,5 +245,33 @@ export class InvalidOptionError extends IdempoError {
   constructor(option: string, message: string) {
     super("invalid_option", 500, message);
     this.option = option;
+  }
+}
+
+/**
+ * A phase kept failing on transient database conflicts (503):
+ * serialization failures (40001), deadlocks (40P01) or lock waits past the
+ * phase's `lockTimeoutMs` (55P03), retried in process with jitter until
+ * their count or time budget ran out. Each try rolled back whole; the run
+ * stays at its last recovery point and a retry of the key resumes there.
+ * The last database error is the `cause`.
+ */
+export class PhaseConflictError extends IdempoError {
+  /** The phase that could not commit. */
+  readonly phase: string;
+  /** Tries made, the first included. */
+  readonly tries: number;
+  constructor(phase: string, tries: number, elapsedMs: number, cause: unknown) {
+    const code = (cause as { code?: unknown } | undefined)?.code;
+    super(
+      "phase_conflict",
+      503,
+      `phase '${phase}' hit transient database conflicts ${tries} times in ${elapsedMs} ms (last: SQLSTATE ${String(
+        code,
+      )}); each try rolled back, the run stays at its last recovery point: retry the key later`,
+      { cause },
+    );
+    this.phase = phase;
+    this.tries = tries;
   }
 }

@@ -16,6 +16,7 @@ describe("public exports", () => {
       "InvalidOptionError",
       "LeaseLostError",
       "MAX_KEY_BYTES",
+      "PhaseConflictError",
       "RunNotFoundError",
       "RunParkedError",
       "RunStateError",
@@ -48,6 +49,7 @@ describe("public exports", () => {
       [new core.RunStateError("t", "k", "completed", "x"), "run_state", 409],
       [new core.RunNotFoundError("t", "k"), "run_not_found", 404],
       [new core.InvalidOptionError("x", "x"), "invalid_option", 500],
+      [new core.PhaseConflictError("p", 1, 1, new Error("x")), "phase_conflict", 503],
       [new core.AttemptTimeoutError("t", "k", 1, "x"), "attempt_timeout", 503],
     ];
     for (const [error, code, status] of cases) {

@@ -9,6 +9,7 @@ export {
   InvalidIdempotencyKeyError,
   InvalidOptionError,
   LeaseLostError,
+  PhaseConflictError,
   RunNotFoundError,
   RunParkedError,
   RunStateError,

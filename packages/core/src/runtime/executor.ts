@@ -3,11 +3,14 @@
  * the last committed recovery point, run the next phase or step, commit its
  * result fenced on the owner token, and repeat until the run completes.
  */
+
+import { sql } from "kysely";
 import {
   AttemptTimeoutError,
   DatabaseUnavailableError,
   IdempoError,
   LeaseLostError,
+  PhaseConflictError,
   UnstorableValueError,
   WorkflowDefinitionError,
   WorkflowUsageError,
@@ -61,7 +64,12 @@ export interface ExecutorDeps {
   readonly silentHeartbeat: boolean;
 }
 
-const PHASE_TRIES = 5;
+/** Transient conflicts are retried up to this many tries... */
+const PHASE_TRIES = 20;
+/** ...and no longer than this, in ms: on a loaded database five quick tries were not enough. */
+const PHASE_RETRY_BUDGET_MS = 10_000;
+/** SPEC default of `lockTimeoutMs`. */
+const DEFAULT_LOCK_TIMEOUT_MS = 5_000;
 
 type Outcome = { kind: "continue"; state: JsonObject } | { kind: "done"; result: RunResult<unknown> };
 
@@ -327,9 +335,13 @@ async function runPhase(
   last: boolean,
 ): Promise<Outcome> {
   const where = `phase '${item.name}'`;
+  const lockTimeout = String(plan.def.options.lockTimeoutMs ?? DEFAULT_LOCK_TIMEOUT_MS);
+  const started = Date.now();
   for (let tries = 1; ; tries++) {
     try {
       const work = deps.db.transaction().execute(async (tx): Promise<Outcome> => {
+        // Bound every row-lock wait of this phase (a stalled attempt may hold the rows it needs).
+        await sql`SELECT set_config('lock_timeout', ${lockTimeout}, true)`.execute(tx);
         let result: unknown;
         try {
           const ctl = control();
@@ -363,9 +375,13 @@ async function runPhase(
       // A phase whose code hangs with its transaction open must not hold the attempt past its bound.
       return await untilAborted(work, lease.signal);
     } catch (error) {
-      if (!isTransient(error) || tries >= PHASE_TRIES) throw error;
-      // Serialization failure or deadlock: the transaction rolled back whole; try again after a jittered pause.
-      await sleep(Math.random() * 20 * 2 ** tries);
+      if (!isTransient(error)) throw error;
+      const elapsed = Date.now() - started;
+      if (tries >= PHASE_TRIES || elapsed >= PHASE_RETRY_BUDGET_MS) {
+        throw new PhaseConflictError(item.name, tries, elapsed, error);
+      }
+      // Serialization failure, deadlock or lock timeout: the transaction rolled back whole; try again after a jittered pause.
+      await sleep(Math.random() * Math.min(500, 20 * 2 ** tries));
     }
   }
 }

@@ -170,6 +170,7 @@ export function workflow<DB = unknown>(
   intOption(where, "maxAttempts", options.maxAttempts, 1, 10_000);
   intOption(where, "attemptTimeoutMs", options.attemptTimeoutMs, 1, MAX_TIMER_MS);
   intOption(where, "leaseMs", options.leaseMs, 1, MAX_TIMER_MS);
+  intOption(where, "lockTimeoutMs", options.lockTimeoutMs, 1, MAX_TIMER_MS);
   intOption(where, "retentionMs", options.retentionMs, 1, 100 * 365 * 24 * 60 * 60 * 1000);
   if (options.onUnknownError !== undefined && !["retry", "store"].includes(options.onUnknownError)) {
     throw new WorkflowDefinitionError(`workflow '${name}': onUnknownError must be 'retry' or 'store'`);

@@ -34,6 +34,14 @@ export interface WorkflowOptions {
    */
   attemptTimeoutMs?: number;
   /**
+   * The longest a phase waits for a row lock, in ms, 1-2 147 483 647
+   * (Default: 5 000), set as `lock_timeout` on each phase transaction. A
+   * wait past it (a stalled attempt still holding the row, say) rolls the
+   * try back and is retried like a serialization failure; when the phase's
+   * retry budget runs out, `PhaseConflictError`.
+   */
+  lockTimeoutMs?: number;
+  /**
    * `'retry'` (default): an unknown error leaves the run in flight at its
    * recovery point and is rethrown; a retry after the lease resumes it.
    * `'store'`: the run completes with a stored 500 problem body instead.

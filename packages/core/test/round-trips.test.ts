@@ -51,7 +51,7 @@ describe("round trips per path", () => {
     expect(await measure(() => engine.runOnce(onePhase, { tenantId: "rt", key: "new", input: {} }))).toEqual([
       "with", // claim
       "begin",
-      "select", // the phase's lock_timeout (set_config, transaction-local)
+      "set", // the phase's lock_timeout (SET LOCAL)
       "insert", // business write
       "with", // recovery point + completion + history
       "commit",
@@ -81,13 +81,13 @@ describe("round trips per path", () => {
     expect(await measure(() => engine.runOnce(threeItems, { tenantId: "rt", key: "three", input: {} }))).toEqual([
       "with", // claim
       "begin",
-      "select", // lock_timeout
+      "set", // lock_timeout
       "with", // phase a committed
       "commit",
       "with", // step b started
       "with", // step b recorded
       "begin",
-      "select", // lock_timeout
+      "set", // lock_timeout
       "with", // phase c committed with the completion
       "commit",
     ]);
@@ -107,7 +107,7 @@ describe("round trips per path", () => {
       "with",
       "with",
       "begin",
-      "select", // lock_timeout
+      "set", // lock_timeout
       "with",
       "commit",
     ]);

@@ -335,13 +335,15 @@ async function runPhase(
   last: boolean,
 ): Promise<Outcome> {
   const where = `phase '${item.name}'`;
-  const lockTimeout = String(plan.def.options.lockTimeoutMs ?? DEFAULT_LOCK_TIMEOUT_MS);
+  // An integer checked by the builder: safe to write into the SET statement.
+  const lockTimeout = Math.trunc(plan.def.options.lockTimeoutMs ?? DEFAULT_LOCK_TIMEOUT_MS);
   const started = Date.now();
   for (let tries = 1; ; tries++) {
     try {
       const work = deps.db.transaction().execute(async (tx): Promise<Outcome> => {
         // Bound every row-lock wait of this phase (a stalled attempt may hold the rows it needs).
-        await sql`SELECT set_config('lock_timeout', ${lockTimeout}, true)`.execute(tx);
+        // A SET takes no snapshot, so the phase may still choose its isolation level after it.
+        await sql.raw(`SET LOCAL lock_timeout = '${lockTimeout}ms'`).execute(tx);
         let result: unknown;
         try {
           const ctl = control();

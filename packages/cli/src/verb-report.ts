@@ -16,7 +16,7 @@ import type { Io } from "./io.js";
 import { printJson } from "./output.js";
 
 /** The `--json` document of a verb. */
-export interface VerbJson {
+interface VerbJson {
   tenantId: string;
   key: string;
   /** `released`, `canceled`, `retried_from`, `unparked` or `deleted`. */

@@ -51,7 +51,9 @@ describe("operator verbs racing live owners", () => {
       })
       .respond(() => ({ status: 201, body: null }));
     // Widen every race: each boundary waits a little, so operators meet live owners mid-run.
-    setFaultHook(engine, () => sleep(Math.random() * 30));
+    setFaultHook(engine, async () => {
+      await sleep(Math.random() * 30);
+    });
 
     const keys = [
       ...Array.from({ length: GOOD }, (_, i) => `g${i}`),

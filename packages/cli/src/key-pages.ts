@@ -6,14 +6,14 @@
  * the listing, so pages are skipped until the first match and the cursor
  * stays valid from then on (the first page shown may be short).
  */
-import type { Engine, KeyPage, ListKeysOptions, RunRecord } from "@idempo/core";
+import type { Engine, KeyPage, ListKeysOptions, RunRecord, RunStatus } from "@idempo/core";
 import { InputValidationError } from "@idempo/core";
 
 /** Filters of a key listing. */
 export interface KeyQuery {
   tenantId?: string;
   workflow?: string;
-  status?: "in_flight" | "completed";
+  status?: RunStatus;
   stuck?: boolean;
   /** Only records created at least this long ago (ms, DB clock). */
   olderThanMs?: number;

@@ -2,11 +2,15 @@
 import { createRequire } from "node:module";
 import { Command, Option } from "commander";
 import { registerConsole } from "./commands/console.js";
+import { registerKeysCancel } from "./commands/keys-cancel.js";
 import { registerKeysDelete } from "./commands/keys-delete.js";
 import { registerKeysList } from "./commands/keys-list.js";
+import { registerKeysParked } from "./commands/keys-parked.js";
 import { registerKeysRelease } from "./commands/keys-release.js";
+import { registerKeysRetryFrom } from "./commands/keys-retry-from.js";
 import { registerKeysShow } from "./commands/keys-show.js";
 import { registerKeysStuck } from "./commands/keys-stuck.js";
+import { registerKeysUnpark } from "./commands/keys-unpark.js";
 import { registerMigrate } from "./commands/migrate.js";
 import { registerOutboxDead } from "./commands/outbox-dead.js";
 import { registerOutboxList } from "./commands/outbox-list.js";
@@ -61,12 +65,16 @@ Examples:
   registerMigrate(program, io);
   const keys = program
     .command("keys")
-    .description("list, inspect, release and delete idempotency keys")
+    .description("list, inspect, release, cancel, retry, unpark and delete idempotency keys")
     .addHelpText("after", "\nExamples:\n  $ idempo keys stuck\n  $ idempo keys show acme order-1002");
   registerKeysList(keys, io);
   registerKeysStuck(keys, io);
+  registerKeysParked(keys, io);
   registerKeysShow(keys, io);
   registerKeysRelease(keys, io);
+  registerKeysCancel(keys, io);
+  registerKeysRetryFrom(keys, io);
+  registerKeysUnpark(keys, io);
   registerKeysDelete(keys, io);
   registerResume(program, io);
   registerSweep(program, io);

@@ -144,16 +144,134 @@ export class UnstorableValueError extends IdempoError {
 
 /**
  * The database connection failed or was terminated mid-operation (503).
- * Whatever transaction was open rolled back, so the run is still at its
- * last recovery point; retry the same key later and it resumes from there.
+ * A transaction cut off before its COMMIT rolled back; one cut off at its
+ * COMMIT may or may not have committed (only the acknowledgement may have
+ * been lost). The engine never re-runs a phase in process after such an
+ * error: the next attempt on the key finds out from the recovery point,
+ * resuming after the phase if it committed and running it once if not.
  */
 export class DatabaseUnavailableError extends IdempoError {
   constructor(cause: unknown) {
     super(
       "database_unavailable",
       503,
-      `the database connection failed: ${cause instanceof Error ? cause.message : String(cause)}; the run stays at its last recovery point, retry later`,
+      `the database connection failed: ${cause instanceof Error ? cause.message : String(cause)}; ` +
+        "a transaction open at that moment may or may not have committed; the next attempt will find out " +
+        "from the run's recovery point: retry the same key later",
       { cause },
     );
+  }
+}
+
+/**
+ * The run is parked (500): the engine stopped trying it, because its
+ * attempts reached the workflow's `maxAttempts` or because it produced a
+ * value that cannot be stored, which no retry can cure. A parked run is
+ * never taken over by a retry or by `resumeStale`. Fix the code or data,
+ * then `engine.unpark(tenantId, key)` (or `idempo keys unpark`) makes it
+ * takeable again with a fresh attempt budget; `engine.cancel` finishes it
+ * with a stored answer instead. The idea is DBOS's dead-letter state.
+ */
+export class RunParkedError extends IdempoError {
+  /** Why the run was parked, as stored in the record (`parkedReason`). */
+  readonly reason: string;
+  constructor(tenantId: string, key: string, reason: string) {
+    super(
+      "run_parked",
+      500,
+      `the run of idempotency key '${key}' (tenant '${tenantId}') is parked: ${reason}; ` +
+        "fix the cause, then unpark it (engine.unpark or `idempo keys unpark`) or cancel it",
+    );
+    this.reason = reason;
+  }
+}
+
+/**
+ * An operator verb was refused by the run's state (409): `cancel` of a
+ * completed run, `retryFrom` of a live or completed run, `forget` of a live
+ * lease without `force`, `unpark` of a run that is not parked, `release` of
+ * a completed, parked or suspended run. Nothing was changed. The message
+ * names the state found and what would be allowed.
+ */
+export class RunStateError extends IdempoError {
+  /** The status the run had when the verb was refused. */
+  readonly status: string;
+  constructor(tenantId: string, key: string, status: string, message: string) {
+    super("run_state", 409, `idempotency key '${key}' (tenant '${tenantId}'): ${message}`);
+    this.status = status;
+  }
+}
+
+/** An operator verb named a key that has no record (404). Nothing was changed. */
+export class RunNotFoundError extends IdempoError {
+  constructor(tenantId: string, key: string) {
+    super("run_not_found", 404, `no record for idempotency key '${key}' (tenant '${tenantId}')`);
+  }
+}
+
+/**
+ * An attempt ran past its bound (`attemptTimeoutMs` of the workflow or the
+ * engine) and was stopped (503): its lease renewal stopped, it gave the key
+ * up and its `signal` aborted, so the next retry (or `resumeStale`) takes
+ * over at once and resumes after the last recovery point. Whatever the
+ * attempt had not committed is rolled back; its later writes fail.
+ */
+export class AttemptTimeoutError extends IdempoError {
+  /** The bound that passed, in ms. */
+  readonly attemptTimeoutMs: number;
+  constructor(tenantId: string, key: string, attemptTimeoutMs: number, at: string) {
+    super(
+      "attempt_timeout",
+      503,
+      `the attempt on idempotency key '${key}' (tenant '${tenantId}') ran longer than its bound of ` +
+        `${attemptTimeoutMs} ms (attemptTimeoutMs) in ${at}: it gave the key up; retry to take over and resume ` +
+        "after the last recovery point",
+    );
+    this.attemptTimeoutMs = attemptTimeoutMs;
+  }
+}
+
+/**
+ * An option of `createEngine`, `workflow`, a step, `sweep`, `resumeStale`,
+ * `startWorker` or `startRelay` is out of range (500, a programming error).
+ * Raised when the engine, workflow or loop is built, or when the call is
+ * made, before anything touches the database. Names the option and its
+ * allowed range, so that a value which would silently break the lease (a
+ * heartbeat slower than the lease, a timer beyond Node's limit) never runs.
+ */
+export class InvalidOptionError extends IdempoError {
+  /** The option, e.g. `heartbeatMs` or `sweep batchSize`. */
+  readonly option: string;
+  constructor(option: string, message: string) {
+    super("invalid_option", 500, message);
+    this.option = option;
+  }
+}
+
+/**
+ * A phase kept failing on transient database conflicts (503):
+ * serialization failures (40001), deadlocks (40P01) or lock waits past the
+ * phase's `lockTimeoutMs` (55P03), retried in process with jitter until
+ * their count or time budget ran out. Each try rolled back whole; the run
+ * stays at its last recovery point and a retry of the key resumes there.
+ * The last database error is the `cause`.
+ */
+export class PhaseConflictError extends IdempoError {
+  /** The phase that could not commit. */
+  readonly phase: string;
+  /** Tries made, the first included. */
+  readonly tries: number;
+  constructor(phase: string, tries: number, elapsedMs: number, cause: unknown) {
+    const code = (cause as { code?: unknown } | undefined)?.code;
+    super(
+      "phase_conflict",
+      503,
+      `phase '${phase}' hit transient database conflicts ${tries} times in ${elapsedMs} ms (last: SQLSTATE ${String(
+        code,
+      )}); each try rolled back, the run stays at its last recovery point: retry the key later`,
+      { cause },
+    );
+    this.phase = phase;
+    this.tries = tries;
   }
 }

@@ -6,14 +6,20 @@ import * as internal from "./internal.js";
 describe("public exports", () => {
   it("@idempo/core exports exactly these values", () => {
     expect(Object.keys(core).sort()).toEqual([
+      "AttemptTimeoutError",
       "DatabaseUnavailableError",
       "IdempoError",
       "IdempotencyKeyInProgressError",
       "IdempotencyKeyMismatchError",
       "InputValidationError",
       "InvalidIdempotencyKeyError",
+      "InvalidOptionError",
       "LeaseLostError",
       "MAX_KEY_BYTES",
+      "PhaseConflictError",
+      "RunNotFoundError",
+      "RunParkedError",
+      "RunStateError",
       "UnstorableValueError",
       "WorkflowDefinitionError",
       "WorkflowUsageError",
@@ -24,8 +30,8 @@ describe("public exports", () => {
     ]);
   });
 
-  it("@idempo/core/internal exports only the fault-injection hook", () => {
-    expect(Object.keys(internal).sort()).toEqual(["CrashSignal", "setFaultHook"]);
+  it("@idempo/core/internal exports only the fault-injection hooks", () => {
+    expect(Object.keys(internal).sort()).toEqual(["CrashSignal", "setFaultHook", "setHeartbeatSilenced"]);
   });
 
   it("every error carries a stable code and HTTP status", () => {
@@ -39,6 +45,12 @@ describe("public exports", () => {
       [new core.WorkflowUsageError("x"), "workflow_usage", 500],
       [new core.UnstorableValueError("x", []), "unstorable_value", 500],
       [new core.DatabaseUnavailableError(new Error("x")), "database_unavailable", 503],
+      [new core.RunParkedError("t", "k", "x"), "run_parked", 500],
+      [new core.RunStateError("t", "k", "completed", "x"), "run_state", 409],
+      [new core.RunNotFoundError("t", "k"), "run_not_found", 404],
+      [new core.InvalidOptionError("x", "x"), "invalid_option", 500],
+      [new core.PhaseConflictError("p", 1, 1, new Error("x")), "phase_conflict", 503],
+      [new core.AttemptTimeoutError("t", "k", 1, "x"), "attempt_timeout", 503],
     ];
     for (const [error, code, status] of cases) {
       expect(error).toBeInstanceOf(core.IdempoError);

@@ -1,12 +1,18 @@
 export type { InputIssue } from "./errors.js";
 export {
+  AttemptTimeoutError,
   DatabaseUnavailableError,
   IdempoError,
   IdempotencyKeyInProgressError,
   IdempotencyKeyMismatchError,
   InputValidationError,
   InvalidIdempotencyKeyError,
+  InvalidOptionError,
   LeaseLostError,
+  PhaseConflictError,
+  RunNotFoundError,
+  RunParkedError,
+  RunStateError,
   UnstorableValueError,
   WorkflowDefinitionError,
   WorkflowUsageError,
@@ -26,7 +32,8 @@ export type {
   WorkerOptions,
 } from "./runtime/engine.js";
 export { createEngine } from "./runtime/engine.js";
-export type { HistoryEntry, KeyPage, ListKeysOptions, RunRecord } from "./runtime/records.js";
+export type { CancelOptions, ForgetOptions, OperatorVerbs } from "./runtime/operator-verbs.js";
+export type { HistoryEntry, KeyPage, ListKeysOptions, RunOutcome, RunRecord, RunStatus } from "./runtime/records.js";
 export type {
   DeliveryContext,
   DeliveryHandler,

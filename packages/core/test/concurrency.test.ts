@@ -101,7 +101,7 @@ describe("duplicate requests racing on one key", () => {
     await expect(
       (engines[0] as Engine).runOnce(checkout, { tenantId: T, key: "race-3", input }),
     ).rejects.toBeInstanceOf(CrashSignal);
-    expect(await (engines[0] as Engine).release(T, "race-3")).toBe(true);
+    expect(await (engines[0] as Engine).release(T, "race-3")).toMatchObject({ status: "in_flight" });
     const { values, errors } = await race(engines, (e) => e.runOnce(checkout, { tenantId: T, key: "race-3", input }));
     expectOnly409(errors);
     expect(values.filter((v) => !v.replayed)).toHaveLength(1);

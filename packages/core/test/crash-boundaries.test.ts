@@ -95,7 +95,7 @@ async function crashThenRetry(
     exp(early).toBeInstanceOf(IdempotencyKeyInProgressError);
     exp((early as IdempotencyKeyInProgressError).retryAfterMs).toBeGreaterThan(0);
     if (mode === "release") {
-      exp(await engine.release(T, key)).toBe(true);
+      exp(await engine.release(T, key)).toMatchObject({ status: "in_flight", ownerToken: null });
       result = await run();
     } else {
       result = (await retryPast409(run, 5_000)).result;

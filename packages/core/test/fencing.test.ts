@@ -8,6 +8,7 @@ import { sql } from "kysely";
 import { beforeAll, describe, expect, it } from "vitest";
 import type { Engine } from "../src/index.ts";
 import { createEngine, IdempotencyKeyInProgressError, LeaseLostError, workflow } from "../src/index.ts";
+import { setHeartbeatSilenced } from "../src/internal.ts";
 import { type TestDb, useTestDatabase } from "./support/db.ts";
 import { countOrders, historyOf, recordSnapshot } from "./support/effects.ts";
 import { pauseAt, sleep, waitForLeaseExpiry } from "./support/faults.ts";
@@ -16,7 +17,7 @@ import { FakePayments } from "./support/payments.ts";
 const t = useTestDatabase();
 const T = "acme";
 // Short lease, no renewal: a paused attempt loses its key after 300 ms.
-const ZOMBIE_OPTS = { leaseMs: 300, heartbeatMs: 60_000 };
+const ZOMBIE_OPTS = { leaseMs: 300 };
 
 /** A second pool: the "other process" that takes over. Closed by useTestDatabase. */
 let second: TestDb;
@@ -121,6 +122,9 @@ async function zombieScenario(
 ) {
   const a = createEngine({ db: t.db, ...ZOMBIE_OPTS });
   const b = createEngine({ db: second, ...ZOMBIE_OPTS });
+  // No renewals: A's lease lapses while it is held, as a stalled process's would.
+  setHeartbeatSilenced(a, true);
+  setHeartbeatSilenced(b, true);
   const held = holdA(a);
   const attemptA = a.runOnce(wf, { tenantId: T, key, input: {} }).then(
     () => undefined,
@@ -316,7 +320,8 @@ describe("live attempts and the heartbeat", () => {
 
   it("a live attempt that is taken over learns it from its fenced heartbeat: signal aborts, LeaseLostError", async () => {
     const a = createEngine({ db: t.db, leaseMs: 300, heartbeatMs: 75 });
-    const b = createEngine({ db: second, leaseMs: 300, heartbeatMs: 60_000 });
+    const b = createEngine({ db: second, leaseMs: 300 });
+    setHeartbeatSilenced(b, true);
     const seen: { aborted: boolean; reason: unknown }[] = [];
     const wf = workflow("watched")
       .step("export", async ({ attempt, signal }) => {

@@ -208,6 +208,6 @@ describe("canonicalization: no Unicode normalization, escaping never matters (BR
     expect((error as UnstorableValueError).issues[0]?.path).toBe("$.short");
     expect(await customers()).toEqual(before);
     const rec = await engine.inspect("t1", "sur6");
-    expect(rec).toMatchObject({ status: "in_flight", recoveryPoint: null });
+    expect(rec).toMatchObject({ status: "parked", recoveryPoint: null });
   });
 });

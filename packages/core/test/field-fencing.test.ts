@@ -11,6 +11,7 @@ import {
   IdempotencyKeyMismatchError,
   InputValidationError,
   InvalidIdempotencyKeyError,
+  RunStateError,
 } from "../src/index.ts";
 import { setFaultHook } from "../src/internal.ts";
 import { countOrders, deferred, frozenView, rejectionOf } from "./field-support/harness.ts";
@@ -105,7 +106,7 @@ describe("fencing: refused requests never alter the record they were refused by 
   it("a refused caller's engine.release on a completed record does nothing", async () => {
     const first = await call(owner, "k2", 500);
     const before = await owner.inspect("t1", "k2");
-    expect(await other.release("t1", "k2")).toBe(false);
+    await expect(other.release("t1", "k2")).rejects.toBeInstanceOf(RunStateError);
     expect(await owner.inspect("t1", "k2")).toEqual(before);
     expect(await call(other, "k2", 500)).toEqual({ ...first, replayed: true });
   });

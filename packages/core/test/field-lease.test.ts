@@ -6,7 +6,7 @@
  */
 import { describe, expect, it } from "vitest";
 import type { Engine } from "../src/index.ts";
-import { createEngine, IdempotencyKeyInProgressError } from "../src/index.ts";
+import { createEngine, IdempotencyKeyInProgressError, RunStateError } from "../src/index.ts";
 import { CrashSignal, setFaultHook } from "../src/internal.ts";
 import { countOrders, rejectionOf, sleep } from "./field-support/harness.ts";
 import { makeCheckout } from "./support/checkout.ts";
@@ -101,7 +101,7 @@ describe("lease: a crash after the charge returned and before it was recorded (B
     );
     const chargeOfAttempt1 = payments.lookup(payments.calls[0]?.key ?? "");
 
-    expect(await engine.release("t1", "k2")).toBe(true);
+    expect(await engine.release("t1", "k2")).toMatchObject({ status: "in_flight", ownerToken: null });
     expect((await engine.listKeys({ stuck: true })).items.map((r) => r.key)).toContain("k2");
     const started = performance.now();
     const resumed = await engine.runOnce(workflow, { tenantId: "t1", key: "k2", input });
@@ -114,7 +114,7 @@ describe("lease: a crash after the charge returned and before it was recorded (B
     expect(tokens.get(2)).not.toBe(tokens.get(1));
     expect((await engine.inspect("t1", "k2"))?.attempt).toBe(2);
     // release on a completed record changes nothing.
-    expect(await engine.release("t1", "k2")).toBe(false);
+    await expect(engine.release("t1", "k2")).rejects.toBeInstanceOf(RunStateError);
     expect(await engine.runOnce(workflow, { tenantId: "t1", key: "k2", input })).toEqual({
       ...resumed,
       replayed: true,

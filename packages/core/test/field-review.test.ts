@@ -49,7 +49,9 @@ describe("a finished step is never called again because respond failed", () => {
     });
     expect((await engine.inspect("rs", "k1"))?.recoveryPoint).toBe("charge");
     broken = false;
-    await engine.release("rs", "k1");
+    // A body that cannot be stored parks the run; after the fix, unpark makes it takeable again.
+    expect(await engine.inspect("rs", "k1")).toMatchObject({ status: "parked" });
+    await engine.unpark("rs", "k1");
     const res = await engine.runOnce(wf, { tenantId: "rs", key: "k1", input: {} });
     expect(res.body).toEqual({ chargeId: "ch_1" });
     expect(calls).toBe(1);

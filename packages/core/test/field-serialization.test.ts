@@ -161,8 +161,9 @@ describe("serialization: results and bodies that cannot be stored name where the
     expect(error).toBeInstanceOf(UnstorableValueError);
     expect(error.message).toContain("phase 'price'");
     expect((error as UnstorableValueError).issues[0]?.path).toBe("$.total");
+    // No retry can store it: the run is parked at its last recovery point.
     expect(await engine.inspect("t1", "r1")).toMatchObject({
-      status: "in_flight",
+      status: "parked",
       recoveryPoint: "ok",
       state: { a: 1 },
     });
@@ -176,7 +177,7 @@ describe("serialization: results and bodies that cannot be stored name where the
     expect(error).toBeInstanceOf(UnstorableValueError);
     expect(error.message).toContain("respond");
     expect(await engine.inspect("t1", "r2")).toMatchObject({
-      status: "in_flight",
+      status: "parked",
       recoveryPoint: null,
       response: null,
     });
@@ -232,7 +233,7 @@ describe("serialization: what workflow code sees is the stored JSON, fixed at th
     expect(await rejectionOf(crashing.runOnce(wf, { tenantId: "t1", key: "date2", input }))).toBeInstanceOf(
       CrashSignal,
     );
-    expect(await crashing.release("t1", "date2")).toBe(true);
+    expect(await crashing.release("t1", "date2")).toMatchObject({ status: "in_flight", ownerToken: null });
     await crashing.runOnce(wf, { tenantId: "t1", key: "date2", input });
     expect(sent).toHaveLength(2);
     expect(sent[1]).toBe(sent[0]);

@@ -374,11 +374,11 @@ describe("fuzzing values at each door", () => {
             expect(after).toEqual({ runs: 0, history: 0, outbox: 0 });
             return;
           }
-          // Refused after the claim: the run stays at its last recovery point, nothing was stored for it.
+          // Refused after the claim: the run is parked at its last recovery point, nothing was stored for it.
           expect(after.runs).toBe(1);
           expect(after.outbox).toBe(0);
           expect(rec).toMatchObject({
-            status: "in_flight",
+            status: "parked",
             response: null,
             recoveryPoint: door === "response" ? "call" : null,
           });
@@ -414,7 +414,7 @@ describe("fuzzing response statuses", () => {
           return;
         }
         expect(error, `status ${String(value)} was accepted`).toBeInstanceOf(UnstorableValueError);
-        expect(await engine.inspect(tenantId, key)).toMatchObject({ status: "in_flight", response: null });
+        expect(await engine.inspect(tenantId, key)).toMatchObject({ status: "parked", response: null });
       }),
       { numRuns: RUNS, interruptAfterTimeLimit: TIME_LIMIT_MS, markInterruptAsFailure: false },
     );

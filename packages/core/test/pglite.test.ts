@@ -114,7 +114,7 @@ describe("PGlite", () => {
     expect(error).toBeInstanceOf(IdempotencyKeyInProgressError);
     expect((error as IdempotencyKeyInProgressError).retryAfterMs).toBeGreaterThan(0);
     const inFlight = await s.engine.inspect(T, "crash");
-    expect(await s.engine.release(T, "crash")).toBe(true);
+    expect(await s.engine.release(T, "crash")).toMatchObject({ status: "in_flight", ownerToken: null });
     const res = await run();
     expect(res).toMatchObject({ status: 201, replayed: false });
     const rec = await s.engine.inspect(T, "crash");

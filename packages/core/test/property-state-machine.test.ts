@@ -22,13 +22,13 @@ import fc from "fast-check";
 import { sql } from "kysely";
 import { ulid } from "ulid";
 import { describe, expect, it } from "vitest";
-import type { ClaimResult, NewRun } from "../src/store/claim.ts";
+import type { ClaimResult, NewRun, TakeoverResult } from "../src/store/claim.ts";
 import { claimNewKey, reclaimExpiredKey, takeOverExpiredLease } from "../src/store/claim.ts";
 import { sweepBatch } from "../src/store/maintenance.ts";
-import { expireLease } from "../src/store/operations.ts";
 import { commitPhase, completeRun, deleteClaim, renewLease } from "../src/store/progress.ts";
 import type { Ownership, TakenRun } from "../src/store/run-store.ts";
 import { tablesIn } from "../src/store/run-store.ts";
+import { releaseLease } from "../src/store/transitions.ts";
 import type { TestDb } from "./support/db.ts";
 import { useTestDatabase } from "./support/db.ts";
 
@@ -259,7 +259,11 @@ function step(m: Model, cmd: Command, minted: Minted, known: Model = m): { outco
       return { outcome: { kind: "bool", value: true }, next: { ...m, run: null } };
     case "release":
       if (run === null || run.status !== "in_flight") return refused();
-      return { outcome: { kind: "bool", value: true }, next: { ...m, run: { ...run, leaseValid: false } } };
+      // Release ends the lease for good: the owner token goes, so the old owner cannot renew it back.
+      return {
+        outcome: { kind: "bool", value: true },
+        next: { ...m, run: { ...run, leaseValid: false, ownerToken: null } },
+      };
     case "expire":
       if (run === null) return refused({ kind: "bool", value: true });
       return {
@@ -366,10 +370,12 @@ function toOutcome(r: ClaimResult): Outcome {
   };
 }
 
-const takenOutcome = (r: TakenRun | null): Outcome =>
-  r
+const takenOutcome = (result: TakeoverResult | null): Outcome => {
+  const r: TakenRun | null = result?.kind === "taken" ? result.run : null;
+  return r
     ? { kind: "taken", attempt: r.attempt, recoveryPoint: r.recoveryPoint, state: r.state }
     : { kind: "bool", value: false };
+};
 
 /** Run one command with the model as the attempts knew it when the batch started. */
 async function execute(db: TestDb, m: Model, key: string, cmd: Command, minted: Minted): Promise<Outcome> {
@@ -387,6 +393,8 @@ async function execute(db: TestDb, m: Model, key: string, cmd: Command, minted: 
           ownerToken: minted.token,
           leaseMs: LEASE_MS,
           fingerprint: cmd.payload === null ? null : fingerprintOf(cmd.payload),
+          // Far beyond what a scenario reaches: parking is tested on its own.
+          maxAttempts: 10_000,
         }),
       );
     case "renew":
@@ -424,7 +432,7 @@ async function execute(db: TestDb, m: Model, key: string, cmd: Command, minted: 
     case "reject":
       return bool(await deleteClaim(db, tables, ownership(m, cmd.actor, key)));
     case "release":
-      return bool(await expireLease(db, tables, TENANT, key));
+      return bool((await releaseLease(db, tables, TENANT, key)) !== null);
     case "expire":
       // Time passes for this key: its lease, or its retention, runs out (DB clock).
       await sql`
@@ -542,9 +550,10 @@ async function runScenario(db: TestDb, batches: readonly (readonly Command[])[])
     if (!found) throw new Error(`no order of the last batch matches the model\n${context()}`);
     model = found.model;
 
-    // At most one owner: the row's owner token is exactly the one attempt the model says owns it.
+    // At most one owner: the row's owner token is exactly the one attempt the model says owns it
+    // (none after a release, which ends the lease without handing it to anyone).
     const owners = model.actors.filter((a) => a !== null && row?.owner_token === a.token);
-    if (owners.length !== (row?.status === "in_flight" ? 1 : 0)) {
+    if (owners.length !== (row?.status === "in_flight" && row.owner_token !== null ? 1 : 0)) {
       throw new Error(`${owners.length} attempts hold the owner token\n${context()}`);
     }
     // A refused call never changes a record; a completed one never changes until its retention ran out.

@@ -51,6 +51,7 @@ describe("round trips per path", () => {
     expect(await measure(() => engine.runOnce(onePhase, { tenantId: "rt", key: "new", input: {} }))).toEqual([
       "with", // claim
       "begin",
+      "set", // the phase's lock_timeout (SET LOCAL)
       "insert", // business write
       "with", // recovery point + completion + history
       "commit",
@@ -80,11 +81,13 @@ describe("round trips per path", () => {
     expect(await measure(() => engine.runOnce(threeItems, { tenantId: "rt", key: "three", input: {} }))).toEqual([
       "with", // claim
       "begin",
+      "set", // lock_timeout
       "with", // phase a committed
       "commit",
       "with", // step b started
       "with", // step b recorded
       "begin",
+      "set", // lock_timeout
       "with", // phase c committed with the completion
       "commit",
     ]);
@@ -104,6 +107,7 @@ describe("round trips per path", () => {
       "with",
       "with",
       "begin",
+      "set", // lock_timeout
       "with",
       "commit",
     ]);

@@ -110,7 +110,7 @@ describe("in flight, lease expired", () => {
     const s = setup();
     const input = { cartId: "c-take", amountCents: 700 };
     const before = await inFlightAfterCharge(s, "take-1", input);
-    expect(await s.engine.release(T, "take-1")).toBe(true);
+    expect(await s.engine.release(T, "take-1")).toMatchObject({ status: "in_flight", ownerToken: null });
     const seen: { ownerToken: string | null; attempt: number }[] = [];
     setFaultHook(s.engine, async (point) => {
       if (point !== "before:phase:record_charge") return;
@@ -140,7 +140,7 @@ describe("in flight, lease expired", () => {
   });
 
   it("lease lapsed by the database clock (no release): 409 first, takeover once it has run out", async () => {
-    const s = setup({ leaseMs: 1000, heartbeatMs: 60_000 });
+    const s = setup({ leaseMs: 1000 });
     const input = { cartId: "c-lapse", amountCents: 700 };
     crashAt(s.engine, "before:phase:record_charge", { key: "lapse-1" });
     await expect(s.engine.runOnce(s.checkout, { tenantId: T, key: "lapse-1", input })).rejects.toBeInstanceOf(

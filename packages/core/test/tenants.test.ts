@@ -4,7 +4,7 @@
  * derived keys they send downstream never collide at a shared provider.
  */
 import { describe, expect, it } from "vitest";
-import { createEngine, deriveStepKey, IdempotencyKeyInProgressError } from "../src/index.ts";
+import { createEngine, deriveStepKey, IdempotencyKeyInProgressError, RunStateError } from "../src/index.ts";
 import { CrashSignal } from "../src/internal.ts";
 import { makeCheckout } from "./support/checkout.ts";
 import { useTestDatabase } from "./support/db.ts";
@@ -117,7 +117,7 @@ describe("same key in two tenants", () => {
     const alpha = await recordSnapshot(s.engine, "alpha", "iso");
     // The crash hook fired once; beta's run on the same key goes straight through.
     expect((await s.engine.runOnce(s.checkout, { tenantId: "beta", key: "iso", input })).status).toBe(201);
-    expect(await s.engine.release("beta", "iso")).toBe(false);
+    await expect(s.engine.release("beta", "iso")).rejects.toBeInstanceOf(RunStateError);
     expect(await recordSnapshot(s.engine, "alpha", "iso")).toEqual(alpha);
     await expect(s.engine.runOnce(s.checkout, { tenantId: "alpha", key: "iso", input })).rejects.toBeInstanceOf(
       IdempotencyKeyInProgressError,

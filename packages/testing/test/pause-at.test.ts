@@ -72,7 +72,7 @@ describe("pauseAt", () => {
     const pause = pauseAt(engine, "called:step:charge", { attempt: 1 });
     const zombie = engine.runOnce(checkout, req).catch((e: unknown) => e);
     await pause.reached;
-    expect(await engine.release("p", "pause-take")).toBe(true);
+    expect(await engine.release("p", "pause-take")).toMatchObject({ status: "in_flight", ownerToken: null });
     expect(await engine.runOnce(checkout, req)).toMatchObject({ status: 201, replayed: false });
     pause.release();
     // Its next write (recording the charge) is fenced on the owner token the takeover replaced.
@@ -121,7 +121,7 @@ describe("fencing, seen through pauseAt", () => {
     const pause = pauseAt(engine, "before:phase:record_charge", { attempt: 1 });
     const zombie = engine.runOnce(checkout, req).catch((e: unknown) => e);
     await pause.reached;
-    expect(await engine.release("p", "zombie-outbox")).toBe(true);
+    expect(await engine.release("p", "zombie-outbox")).toMatchObject({ status: "in_flight", ownerToken: null });
     expect(await engine.runOnce(checkout, req)).toMatchObject({ status: 201, replayed: false });
     pause.release();
     const error = await zombie;

@@ -1,6 +1,6 @@
 import type { Engine, RunResult } from "@idempo/core";
 import { createEngine, LeaseLostError } from "@idempo/core";
-import { setFaultHook } from "@idempo/core/internal";
+import { setFaultHook, setHeartbeatSilenced } from "@idempo/core/internal";
 import type pg from "pg";
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
 import { createDatabase, dropDatabase, uniqueName } from "../../testkit/src/index.ts";
@@ -39,7 +39,9 @@ afterAll(async () => {
 async function zombieAt(point: string, key: string) {
   const checkout = checkoutWorkflow(new FakeProvider(pool));
   const request = { tenantId: "zombie", key, input: { cartId: `cart-${key}`, amountCents: 500 } };
-  const zombie: Engine = createEngine({ db: kyselyOn(pool), leaseMs: 300, heartbeatMs: 60_000 });
+  const zombie: Engine = createEngine({ db: kyselyOn(pool), leaseMs: 300 });
+  // No renewals: the zombie's lease lapses while it is held, as a stalled process's would.
+  setHeartbeatSilenced(zombie, true);
   const successor: Engine = createEngine({ db: kyselyOn(pool), leaseMs: 300 });
   let reached!: () => void;
   let release!: () => void;

@@ -13,7 +13,7 @@ import { parseAge, parseLimit, usageError } from "../usage.js";
 interface ListOptions {
   tenant?: string;
   workflow?: string;
-  status?: "in_flight" | "completed";
+  status?: "in_flight" | "completed" | "parked" | "suspended";
   stuck?: boolean;
   olderThan?: number;
   limit: number;
@@ -29,7 +29,9 @@ export function registerKeysList(keys: Command, io: Io): void {
     .description("list keys newest first: status, recovery point, attempts, lease and age")
     .option("--tenant <tenant>", "only this tenant")
     .option("--workflow <name>", "only this workflow")
-    .addOption(new Option("--status <status>", "only this status").choices(["in_flight", "completed"]))
+    .addOption(
+      new Option("--status <status>", "only this status").choices(["in_flight", "completed", "parked", "suspended"]),
+    )
     .option("--stuck", "only in-flight keys whose lease has expired")
     .option("--older-than <duration>", "only keys created at least this long ago, e.g. 90s, 10m, 2h, 1d", parseAge)
     .option("--limit <n>", "rows per page, 1-1000", parseLimit, 50)
@@ -45,8 +47,8 @@ Examples:
   $ idempo keys list --workflow checkout --all --json | jq -r .key`,
     )
     .action(async (opts: ListOptions, command: Command) => {
-      if (opts.stuck && opts.status === "completed")
-        usageError(command, "--stuck lists in-flight keys; drop --status completed");
+      if (opts.stuck && opts.status !== undefined && opts.status !== "in_flight")
+        usageError(command, `--stuck lists in-flight keys; drop --status ${opts.status}`);
       await withDatabase(command, async ({ engine, now }) => {
         let count = 0;
         const query = {

@@ -36,12 +36,17 @@ export type RetryAction =
        * most likely be refused too.
        */
       readonly refusedBefore: number;
-    };
+    }
+  /** Parked: every call gets RunParkedError until an operator unparks, retries from an item, or cancels. */
+  | { readonly action: "parked"; readonly reason: string };
 
 /** Where a run stands, for people and for `--json`. */
 export interface Diagnosis {
-  /** `completed`, `expired` (completed, past retention), `running` (live lease) or `stuck` (lease expired). */
-  readonly condition: "completed" | "expired" | "running" | "stuck";
+  /**
+   * `completed`, `expired` (completed, past retention), `running` (live lease),
+   * `stuck` (lease expired) or `parked` (the engine stopped trying it).
+   */
+  readonly condition: "completed" | "expired" | "running" | "stuck" | "parked";
   /** The phase or step the run will do next; `null` when completed or nothing is left. */
   readonly next: Item | null;
   /** A step that started and never recorded a result: its call may have reached the other system. */
@@ -86,6 +91,19 @@ export function diagnose(record: RunRecord, now: Date): Diagnosis {
     return { condition, next: null, inDoubt: null, failure: null, stoppedAt: `completed${last}${outcome}`, retry };
   }
   const next = nextItem(record);
+  if (record.status === "parked") {
+    const reason = record.parkedReason ?? "parked";
+    const point =
+      record.recoveryPoint === null ? "before the first recovery point" : `at recovery point ${record.recoveryPoint}`;
+    return {
+      condition: "parked",
+      next,
+      inDoubt: null,
+      failure: null,
+      stoppedAt: `parked ${point}: ${oneLine(reason)}`,
+      retry: { action: "parked", reason },
+    };
+  }
   const inDoubt = latest?.kind === "step" && latest.outcome === "started" ? latest : null;
   const failure = latest?.outcome === "failed" && latest.attempt === record.attempt ? latest : null;
   const point =
@@ -173,6 +191,8 @@ export function describeRetry(record: RunRecord, diagnosis: Diagnosis): string {
     case "take_over":
       if (r.refusedBefore > 0) return refusedTakeover(record, r.attempt, r.refusedBefore);
       return `${takeOver(r.attempt, r.resumeAfter, diagnosis)}`;
+    case "parked":
+      return `fail with RunParkedError (500 run_parked): ${oneLine(r.reason)}; unpark it or retry-from an item once the cause is fixed, or cancel it`;
   }
 }
 

@@ -6,8 +6,10 @@ import type { Column, Row } from "./table.js";
 import { renderTable } from "./table.js";
 import { visible } from "./visible.js";
 
-/** `stuck`, `in flight`, `completed` or `expired` (completed past retention), coloured. */
+/** `stuck`, `in flight`, `parked`, `suspended`, `completed` or `expired` (completed past retention), coloured. */
 export function statusLabel(record: RunRecord, paint: Paint): string {
+  if (record.status === "parked") return paint("red", "parked");
+  if (record.status === "suspended") return paint("yellow", "suspended");
   if (record.status === "completed") return record.expired ? paint("dim", "expired") : paint("green", "completed");
   return (record.leaseRemainingMs ?? 0) > 0 ? paint("yellow", "in flight") : paint("red", "stuck");
 }

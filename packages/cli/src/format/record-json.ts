@@ -5,7 +5,7 @@
  * and response bodies appear only when asked for, because they can hold
  * personal or payment data.
  */
-import type { HistoryEntry, RunRecord } from "@idempo/core";
+import type { HistoryEntry, RunRecord, RunStatus } from "@idempo/core";
 import type { Diagnosis, RetryAction } from "./diagnosis.js";
 
 /** One key as `keys list` and `keys stuck` print it with `--json`. */
@@ -13,7 +13,9 @@ export interface KeyJson {
   tenantId: string;
   key: string;
   workflow: string;
-  status: "in_flight" | "completed";
+  status: RunStatus;
+  /** Why a parked run was parked; `null` unless parked. */
+  parkedReason: string | null;
   /** In flight with an expired lease. */
   stuck: boolean;
   recoveryPoint: string | null;
@@ -36,6 +38,7 @@ export function keyJson(record: RunRecord, now: Date): KeyJson {
     key: record.key,
     workflow: record.workflow,
     status: record.status,
+    parkedReason: record.parkedReason,
     stuck: record.status === "in_flight" && (record.leaseRemainingMs ?? 0) <= 0,
     recoveryPoint: record.recoveryPoint,
     attempts: record.attempt,
@@ -81,7 +84,8 @@ type RetryJson =
   | { action: "replay"; status: number; until: string | null }
   | { action: "run_again"; since: string | null }
   | { action: "wait"; until: string; retryAfterMs: number; thenResumeAfter: string | null }
-  | { action: "take_over"; attempt: number; resumeAfter: string | null; next: string | null; refusedBefore: number };
+  | { action: "take_over"; attempt: number; resumeAfter: string | null; next: string | null; refusedBefore: number }
+  | { action: "parked"; reason: string };
 
 function retryJson(r: RetryAction): RetryJson {
   switch (r.action) {
@@ -104,6 +108,8 @@ function retryJson(r: RetryAction): RetryJson {
         next: r.next ? `${r.next.kind}:${r.next.name}` : null,
         refusedBefore: r.refusedBefore,
       };
+    case "parked":
+      return { action: "parked", reason: r.reason };
   }
 }
 

@@ -18,20 +18,26 @@ export function deriveStepKey(tenantId: string, key: string, workflow: string, s
 
 /**
  * The delivery key of an outbox message enqueued without one: a pure
- * function of (tenant id, key, run id, phase name, position in the phase),
- * so a phase re-run after a rollback enqueues under the same keys, and a
- * key reused after retention (a new run) under new ones. `dlv_` plus 43
- * base64url characters.
+ * function of (tenant id, key, run id, attempt, phase name, position in the
+ * phase), so a phase retried inside one attempt after a rollback enqueues
+ * under the same keys, and a key reused after retention (a new run) under
+ * new ones. The attempt is part of it because a takeover keeps the run id:
+ * with the same key, the successor's insert would wait on the unique index
+ * for as long as a paused zombie keeps its uncommitted row, and a phase run
+ * again by `retryFrom` would collide with its own first message. Only one
+ * attempt's phase ever commits, so a message still exists once. `dlv_`
+ * plus 43 base64url characters.
  */
 export function deriveDeliveryKey(
   tenantId: string,
   key: string,
   runId: string,
+  attempt: number,
   phase: string,
   position: number,
 ): string {
   const digest = createHash("sha256")
-    .update(JSON.stringify([tenantId, key, runId, phase, position]))
+    .update(JSON.stringify([tenantId, key, runId, attempt, phase, position]))
     .digest("base64url");
   return `dlv_${digest}`;
 }

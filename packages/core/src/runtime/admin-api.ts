@@ -1,14 +1,14 @@
-/** The operator half of the engine (used by the `idempo` CLI): forget, stats, outbox, migrations. */
+/** The operator half of the engine (used by the `idempo` CLI): stats, outbox, migrations. */
 import { InputValidationError } from "../errors.js";
 import { assertValidKey } from "../keys/key-validation.js";
-import { deleteRecord, requeueMessage, selectOutbox, selectStats } from "../store/admin.js";
+import { requeueMessage, selectOutbox, selectStats } from "../store/admin.js";
 import { pendingMigrations } from "../store/migrate.js";
-import type { Executor, Tables } from "../store/run-store.js";
+import type { Executor, RunStatus, Tables } from "../store/run-store.js";
 
 /** Record counts of one workflow and status. */
 export interface WorkflowStats {
   readonly workflow: string;
-  readonly status: "in_flight" | "completed";
+  readonly status: RunStatus;
   readonly records: number;
   /** In flight with an expired lease (DB clock). */
   readonly stuck: number;
@@ -43,8 +43,6 @@ export interface ListOutboxOptions {
 
 /** Operator methods of an engine. */
 export interface AdminApi {
-  /** Delete a key's record and history: the key is forgotten and a reuse runs again. @returns true when a record was deleted. */
-  forget(tenantId: string, key: string): Promise<boolean>;
   /** Counts by workflow and status, with stuck and expired counts. */
   stats(): Promise<WorkflowStats[]>;
   /** Outbox messages, newest first. */
@@ -57,11 +55,6 @@ export interface AdminApi {
 
 export function adminApi(db: Executor, tables: Tables): AdminApi {
   return {
-    forget(tenantId, key) {
-      assertValidKey(tenantId, "tenant id");
-      assertValidKey(key, "idempotency key");
-      return deleteRecord(db, tables, tenantId, key);
-    },
     async stats() {
       return (await selectStats(db, tables)).map((r) => ({
         workflow: r.workflow,

@@ -4,10 +4,13 @@ function sqlstate(error: unknown): string {
   return typeof error === "object" && error !== null ? String((error as { code?: unknown }).code ?? "") : "";
 }
 
-/** Serialization failure or deadlock: the transaction rolled back whole and may be retried. */
+/**
+ * Serialization failure, deadlock, or a lock wait that ran past
+ * `lock_timeout`: the transaction rolled back whole and may be retried.
+ */
 export function isTransient(error: unknown): boolean {
   const code = sqlstate(error);
-  return code === "40001" || code === "40P01";
+  return code === "40001" || code === "40P01" || code === "55P03";
 }
 
 /** The connection is gone: class 08, admin shutdown / crash (57P01-57P03), or a socket-level failure. */

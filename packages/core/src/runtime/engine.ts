@@ -5,6 +5,8 @@ import {
   IdempotencyKeyInProgressError,
   IdempotencyKeyMismatchError,
   InputValidationError,
+  InvalidOptionError,
+  RunParkedError,
   WorkflowDefinitionError,
   WorkflowUsageError,
 } from "../errors.js";
@@ -16,7 +18,7 @@ import type { NewRun } from "../store/claim.js";
 import { claimNewKey, reclaimExpiredKey, takeOverExpiredLease } from "../store/claim.js";
 import { selectStaleRuns, sweepBatch, sweepOutboxBatch } from "../store/maintenance.js";
 import { applyMigrations } from "../store/migrate.js";
-import { expireLease, selectHistory, selectRecord, selectRecords } from "../store/operations.js";
+import { selectHistory, selectRecord, selectRecords } from "../store/operations.js";
 import type { Executor, TakenRun } from "../store/run-store.js";
 import { tablesIn } from "../store/run-store.js";
 import type { Logger } from "../telemetry/logger.js";
@@ -29,7 +31,10 @@ import { adminApi } from "./admin-api.js";
 import { isConnectionLoss } from "./db-errors.js";
 import type { ExecutorDeps } from "./executor.js";
 import { execute } from "./executor.js";
-import { faultHookOf } from "./hooks.js";
+import { faultHookOf, heartbeatSilenced } from "./hooks.js";
+import type { OperatorVerbs } from "./operator-verbs.js";
+import { operatorVerbs } from "./operator-verbs.js";
+import { checkHeartbeat, intOption, MAX_TIMER_MS } from "./option-checks.js";
 import type { KeyPage, ListKeysOptions, RunRecord } from "./records.js";
 import { decodeCursor, encodeCursor, toRecord } from "./records.js";
 import type { Relay, RelayOptions } from "./relay.js";
@@ -60,6 +65,12 @@ export interface EngineOptions<DB> {
    * its own (Default: no logging).
    */
   logger?: Logger;
+  /**
+   * The longest one attempt may hold a key, in ms, when a workflow sets no
+   * `attemptTimeoutMs` (Default: 900 000, 15 min). Past it renewal stops,
+   * the attempt gives the key up and its `signal` aborts; see `WorkflowOptions.attemptTimeoutMs`.
+   */
+  attemptTimeoutMs?: number;
 }
 
 /** The arguments of one `runOnce` call. */
@@ -73,7 +84,7 @@ export interface RunOnceRequest<In> {
 }
 
 /** An idempo engine bound to one database; see {@link createEngine}. */
-export interface Engine extends AdminApi {
+export interface Engine extends AdminApi, OperatorVerbs {
   /**
    * Run `workflow` once for `(tenantId, key)`: claim the key and execute, or
    * replay the stored response, or take over an expired lease and resume
@@ -86,6 +97,7 @@ export interface Engine extends AdminApi {
    * @throws IdempotencyKeyMismatchError (422) the key was used with another payload or workflow.
    * @throws LeaseLostError (409) this attempt was taken over while it worked.
    * @throws WorkflowDefinitionError (500) the stored recovery point is not in this definition.
+   * @throws RunParkedError (500) the run is parked, or this takeover would exceed the workflow's `maxAttempts` and parked it.
    * Any error thrown by workflow code is rethrown; the run stays at its recovery point.
    */
   runOnce<In, B>(workflow: Workflow<In, B>, request: RunOnceRequest<In>): Promise<RunResult<B>>;
@@ -95,12 +107,6 @@ export interface Engine extends AdminApi {
   inspect(tenantId: string, key: string): Promise<RunRecord | null>;
   /** One page of records, newest first; pass `nextCursor` back for the next page. */
   listKeys(options?: ListKeysOptions): Promise<KeyPage>;
-  /**
-   * Expire an in-flight run's lease now so the next retry may take over at
-   * once. A live owner's heartbeat may renew it again; use on crashed runs.
-   * @returns true when an in-flight record was released.
-   */
-  release(tenantId: string, key: string): Promise<boolean>;
   /**
    * Finish abandoned runs: find in-flight runs of the given workflows whose
    * lease expired, take each over with the same atomic statement a client
@@ -138,10 +144,15 @@ export interface ResumeStaleOptions {
   limit?: number;
 }
 
-/** What `resumeStale` did, run by run. */
+/**
+ * What `resumeStale` did, run by run. A run that fails lands in `failed`
+ * and never stops the others; a run whose attempts ran out is parked by its
+ * takeover and lands in `parked` (it is not taken over again).
+ */
 export interface ResumeReport {
   readonly resumed: readonly { tenantId: string; key: string; workflow: string; status: number; outcome: string }[];
   readonly failed: readonly { tenantId: string; key: string; workflow: string; error: Error }[];
+  readonly parked: readonly { tenantId: string; key: string; workflow: string; reason: string }[];
 }
 
 /** Options of `sweep`. */
@@ -165,16 +176,33 @@ export interface WorkerOptions extends ResumeStaleOptions {
 }
 
 const DEFAULT_LEASE_MS = 30_000;
+/** SPEC: a workflow that sets no `maxAttempts` gets 20. */
+const DEFAULT_MAX_ATTEMPTS = 20;
 const DEFAULT_RETENTION_MS = 24 * 60 * 60 * 1000;
+/** Long enough for any healthy request or job, short enough that a hung one frees its key the same hour. */
+const DEFAULT_ATTEMPT_TIMEOUT_MS = 15 * 60 * 1000;
 /** Claim rounds before giving up on a key that keeps changing under us (a 409 then). */
 const CLAIM_ROUNDS = 8;
 
-function positiveMs(name: string, value: number | undefined, fallback: number): number {
-  if (value === undefined) return fallback;
-  if (!Number.isSafeInteger(value) || value <= 0) {
-    throw new WorkflowDefinitionError(`engine option ${name} must be a positive integer of milliseconds`);
+/** Longest retention accepted: 100 years (the DB clock arithmetic stays far from overflow). */
+const MAX_RETENTION_MS = 100 * 365 * 24 * 60 * 60 * 1000;
+
+/** The definitions `resumeStale` may run, by name; anything else in the list is a usage error. */
+function workflowsByName(where: string, workflows: unknown): Map<string, Definition> {
+  if (!Array.isArray(workflows) || workflows.length === 0) {
+    throw new InvalidOptionError("workflows", `${where}: workflows must be a non-empty array of workflows`);
   }
-  return value;
+  const byName = new Map<string, Definition>();
+  workflows.forEach((w: { definition?: Definition } | undefined, i) => {
+    if (!w?.definition?.items) {
+      throw new InvalidOptionError(
+        "workflows",
+        `${where}: workflows[${i}] is not a workflow built with workflow(...).respond(...)`,
+      );
+    }
+    byName.set(w.definition.name, w.definition);
+  });
+  return byName;
 }
 
 /**
@@ -185,7 +213,8 @@ function positiveMs(name: string, value: number | undefined, fallback: number): 
  * await engine.migrate()
  * const res = await engine.runOnce(checkout, { tenantId: 'acme', key: 'k-123', input })
  *
- * @throws WorkflowDefinitionError when an option is out of range.
+ * @throws InvalidOptionError when an option is out of range (naming it and the range).
+ * @throws WorkflowDefinitionError when the schema name is not a plain SQL identifier.
  */
 export function createEngine<DB>(options: EngineOptions<DB>): Engine {
   const db = options.db as unknown as ExecutorDeps["db"];
@@ -193,13 +222,41 @@ export function createEngine<DB>(options: EngineOptions<DB>): Engine {
   if (!/^[A-Za-z_][A-Za-z0-9_]{0,62}$/.test(tables.schema)) {
     throw new WorkflowDefinitionError(`schema must be a plain SQL identifier, got ${JSON.stringify(tables.schema)}`);
   }
-  const leaseMs = positiveMs("leaseMs", options.leaseMs, DEFAULT_LEASE_MS);
+  const where = "createEngine";
+  const leaseMs = intOption(where, "leaseMs", options.leaseMs, 1, MAX_TIMER_MS, DEFAULT_LEASE_MS);
   // Unset, the heartbeat follows each run's own lease (a workflow may shorten it).
-  const heartbeatMs = options.heartbeatMs === undefined ? undefined : positiveMs("heartbeatMs", options.heartbeatMs, 0);
-  const retentionMs = positiveMs("retentionMs", options.retentionMs, DEFAULT_RETENTION_MS);
+  const heartbeatMs = intOption(where, "heartbeatMs", options.heartbeatMs, 1, MAX_TIMER_MS);
+  checkHeartbeat(where, heartbeatMs, leaseMs);
+  const retentionMs = intOption(where, "retentionMs", options.retentionMs, 1, MAX_RETENTION_MS, DEFAULT_RETENTION_MS);
+  const attemptTimeoutMs = intOption(
+    where,
+    "attemptTimeoutMs",
+    options.attemptTimeoutMs,
+    1,
+    MAX_TIMER_MS,
+    DEFAULT_ATTEMPT_TIMEOUT_MS,
+  );
+  const boundOf = (def: Definition) => def.options.attemptTimeoutMs ?? attemptTimeoutMs;
 
   const telemetry = new Telemetry(options.logger ?? SILENT);
-  const deps = (): ExecutorDeps => ({ db, tables, heartbeatMs, hook: faultHookOf(engine), telemetry });
+  const deps = (): ExecutorDeps => ({
+    db,
+    tables,
+    heartbeatMs,
+    hook: faultHookOf(engine),
+    silentHeartbeat: heartbeatSilenced(engine),
+    telemetry,
+  });
+
+  /** A takeover that would have started attempt maxAttempts + 1 parked the run instead. */
+  const parkedByTakeover = (workflowName: string, tenantId: string, key: string, reason: string) => {
+    telemetry.count("parked", { "idempo.workflow": workflowName, "idempo.parked.reason": "max_attempts" });
+    telemetry.log(
+      "warn",
+      { workflow: workflowName, tenantId, keyHash: keyHash(tenantId, key), reason },
+      "idempo: run parked: it used up its attempts; fix the cause, then unpark it",
+    );
+  };
 
   /** Attributes that name a run on spans: the key only as a hash. */
   const runAttributes = (workflowName: string, tenantId: unknown, key: unknown) => ({
@@ -262,6 +319,7 @@ export function createEngine<DB>(options: EngineOptions<DB>): Engine {
     const parsedHash = def.schema ? parsedInputHash(input) : null;
     const inputText = JSON.stringify(json);
     const runLease = def.options.leaseMs ?? leaseMs;
+    checkHeartbeat(`workflow '${def.name}'`, heartbeatMs, runLease);
     const { tenantId, key } = request;
 
     for (let round = 0; round < CLAIM_ROUNDS; round++) {
@@ -291,6 +349,7 @@ export function createEngine<DB>(options: EngineOptions<DB>): Engine {
           recoveryPoint: null,
           leaseMs: runLease,
           span,
+          attemptTimeoutMs: boundOf(def),
         }) as Promise<RunResult<B>>;
       };
 
@@ -310,6 +369,14 @@ export function createEngine<DB>(options: EngineOptions<DB>): Engine {
       if (found.fingerprint !== fingerprint) {
         claimed("mismatch");
         throw new IdempotencyKeyMismatchError(tenantId, key, "a different request payload");
+      }
+      if (found.status === "parked") {
+        claimed("parked");
+        throw new RunParkedError(tenantId, key, found.parkedReason ?? "parked");
+      }
+      if (found.status === "suspended") {
+        claimed("in_progress");
+        throw new IdempotencyKeyInProgressError(tenantId, key, runLease);
       }
       if (found.status === "completed") {
         claimed("replay");
@@ -331,10 +398,16 @@ export function createEngine<DB>(options: EngineOptions<DB>): Engine {
         ownerToken,
         leaseMs: runLease,
         fingerprint,
+        maxAttempts: def.options.maxAttempts ?? DEFAULT_MAX_ATTEMPTS,
       });
       if (!taken) continue;
+      if (taken.kind === "parked") {
+        claimed("parked");
+        parkedByTakeover(def.name, tenantId, key, taken.reason);
+        throw new RunParkedError(tenantId, key, taken.reason);
+      }
       claimed("takeover");
-      return resume(def, taken, { tenantId, key, ownerToken }, runLease, span) as Promise<RunResult<B>>;
+      return resume(def, taken.run, { tenantId, key, ownerToken }, runLease, span) as Promise<RunResult<B>>;
     }
     claimed("in_progress");
     throw new IdempotencyKeyInProgressError(tenantId, key, 0);
@@ -369,19 +442,22 @@ export function createEngine<DB>(options: EngineOptions<DB>): Engine {
       recoveryPoint: taken.recoveryPoint,
       leaseMs: runLease,
       span,
+      attemptTimeoutMs: boundOf(def),
     });
   }
 
   async function resumeStale(opts: ResumeStaleOptions): Promise<ResumeReport> {
-    const byName = new Map(opts.workflows.map((w) => [w.name, w.definition]));
-    const limit = opts.limit ?? 100;
+    const byName = workflowsByName("resumeStale", opts?.workflows);
+    const limit = intOption("resumeStale", "limit", opts.limit, 1, 10_000, 100);
     const resumed: ResumeReport["resumed"][number][] = [];
     const failed: ResumeReport["failed"][number][] = [];
+    const parked: ResumeReport["parked"][number][] = [];
     for (const stale of await selectStaleRuns(db, tables, [...byName.keys()], limit)) {
       const def = byName.get(stale.workflow) as Definition;
       const runLease = def.options.leaseMs ?? leaseMs;
       const ownerToken = newId();
       try {
+        checkHeartbeat(`workflow '${def.name}'`, heartbeatMs, runLease);
         const res = await telemetry.span(
           `resume ${stale.workflow}`,
           "internal",
@@ -392,13 +468,20 @@ export function createEngine<DB>(options: EngineOptions<DB>): Engine {
               ownerToken,
               leaseMs: runLease,
               fingerprint: null,
+              maxAttempts: def.options.maxAttempts ?? DEFAULT_MAX_ATTEMPTS,
             });
             if (!taken) return null; // a client or another resumer got it first, or its owner renewed
+            if (taken.kind === "parked") {
+              span.set({ "idempo.claim.result": "parked" });
+              parkedByTakeover(def.name, stale.tenantId, stale.key, taken.reason);
+              parked.push({ ...stale, reason: taken.reason });
+              return null;
+            }
             telemetry.count("claims", { "idempo.workflow": stale.workflow, "idempo.claim.result": "takeover" });
             span.set({ "idempo.claim.result": "takeover" });
             const result = await resume(
               def,
-              taken,
+              taken.run,
               { tenantId: stale.tenantId, key: stale.key, ownerToken },
               runLease,
               span,
@@ -422,13 +505,20 @@ export function createEngine<DB>(options: EngineOptions<DB>): Engine {
         failed.push({ ...stale, error: error instanceof Error ? error : new Error(String(error)) });
       }
     }
-    return { resumed, failed };
+    return { resumed, failed, parked };
   }
 
   async function sweep(opts: SweepOptions = {}): Promise<number> {
-    const batchSize = opts.batchSize ?? 500;
-    const maxBatches = opts.maxBatches ?? 100;
-    const keepOutboxMs = positiveMs("outboxRetentionMs", opts.outboxRetentionMs, 7 * 24 * 60 * 60 * 1000);
+    const batchSize = intOption("sweep", "batchSize", opts.batchSize, 1, 100_000, 500);
+    const maxBatches = intOption("sweep", "maxBatches", opts.maxBatches, 1, 1_000_000, 100);
+    const keepOutboxMs = intOption(
+      "sweep",
+      "outboxRetentionMs",
+      opts.outboxRetentionMs,
+      1,
+      MAX_RETENTION_MS,
+      7 * 24 * 60 * 60 * 1000,
+    );
     let total = 0;
     for (let i = 0; i < maxBatches; i++) {
       const n = await sweepBatch(db, tables, batchSize);
@@ -444,12 +534,15 @@ export function createEngine<DB>(options: EngineOptions<DB>): Engine {
 
   const engine: Engine = {
     ...adminApi(db, tables),
+    ...operatorVerbs(db, tables),
     runOnce,
     resumeStale,
     sweep,
     startRelay: (opts) => startRelay(db, tables, () => faultHookOf(engine), telemetry, opts),
     startWorker(opts) {
-      const intervalMs = positiveMs("intervalMs", opts.intervalMs, 5_000);
+      const intervalMs = intOption("startWorker", "intervalMs", opts?.intervalMs, 1, MAX_TIMER_MS, 5_000);
+      workflowsByName("startWorker", opts.workflows);
+      intOption("startWorker", "limit", opts.limit, 1, 10_000, 100);
       const onError = opts.onError ?? (() => {});
       return startLoop(
         intervalMs,
@@ -472,8 +565,10 @@ export function createEngine<DB>(options: EngineOptions<DB>): Engine {
     async listKeys(opts = {}) {
       if (opts.tenantId !== undefined) assertValidKey(opts.tenantId, "tenant id");
       if (opts.workflow !== undefined) assertValidKey(opts.workflow, "workflow name");
-      if (opts.status !== undefined && opts.status !== "in_flight" && opts.status !== "completed") {
-        throw new InputValidationError([{ path: "status", message: "must be 'in_flight' or 'completed'" }]);
+      if (opts.status !== undefined && !["in_flight", "completed", "parked", "suspended"].includes(opts.status)) {
+        throw new InputValidationError([
+          { path: "status", message: "must be 'in_flight', 'completed', 'parked' or 'suspended'" },
+        ]);
       }
       const limit = opts.limit ?? 50;
       if (!Number.isSafeInteger(limit) || limit < 1 || limit > 1000) {
@@ -490,11 +585,6 @@ export function createEngine<DB>(options: EngineOptions<DB>): Engine {
       const items = rows.map((r) => toRecord(r, undefined));
       const lastRow = rows[limit - 1];
       return { items, nextCursor: rows.length === limit && lastRow ? encodeCursor(lastRow) : null };
-    },
-    async release(tenantId, key) {
-      assertValidKey(tenantId, "tenant id");
-      assertValidKey(key, "idempotency key");
-      return expireLease(db, tables, tenantId, key);
     },
   };
   return Object.freeze(engine);

@@ -3,10 +3,15 @@
  * the last committed recovery point, run the next phase or step, commit its
  * result fenced on the owner token, and repeat until the run completes.
  */
+
+import { sql } from "kysely";
 import {
+  AttemptTimeoutError,
   DatabaseUnavailableError,
   IdempoError,
   LeaseLostError,
+  PhaseConflictError,
+  UnstorableValueError,
   WorkflowDefinitionError,
   WorkflowUsageError,
 } from "../errors.js";
@@ -27,6 +32,7 @@ import type { Executor, Ownership, StoredResponse, Tables } from "../store/run-s
 import { swapTraceParent } from "../store/trace.js";
 import type { SpanScope, Telemetry } from "../telemetry/telemetry.js";
 import { keyHash } from "../telemetry/telemetry.js";
+import { giveUpOwnLease, parkOwnRun } from "../store/transitions.js";
 import type { RunInfo } from "../workflow/context.js";
 import type { Definition, Item } from "../workflow/definition.js";
 import { isConnectionLoss, isTransient } from "./db-errors.js";
@@ -49,6 +55,8 @@ export interface Plan {
   readonly leaseMs: number;
   /** The span of the runOnce call (or resume) this attempt runs in. */
   readonly span: SpanScope;
+  /** The attempt bound: past it the attempt gives the key up and its signal aborts. */
+  readonly attemptTimeoutMs: number;
 }
 
 export interface ExecutorDeps {
@@ -58,9 +66,16 @@ export interface ExecutorDeps {
   readonly heartbeatMs: number | undefined;
   readonly hook: FaultHook | undefined;
   readonly telemetry: Telemetry;
+  /** Test hook: no renewals at all (a zombie in the making). */
+  readonly silentHeartbeat: boolean;
 }
 
-const PHASE_TRIES = 5;
+/** Transient conflicts are retried up to this many tries... */
+const PHASE_TRIES = 20;
+/** ...and no longer than this, in ms: on a loaded database five quick tries were not enough. */
+const PHASE_RETRY_BUDGET_MS = 10_000;
+/** SPEC default of `lockTimeoutMs`. */
+const DEFAULT_LOCK_TIMEOUT_MS = 5_000;
 
 type Outcome = { kind: "continue"; state: JsonObject } | { kind: "done"; result: RunResult<unknown> };
 
@@ -69,6 +84,36 @@ interface OpenStep {
 }
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/**
+ * Settle with `work`, or reject with the signal's reason as soon as it
+ * aborts: an attempt that lost its lease or ran past its bound ends now even
+ * when workflow code ignores its signal. The abandoned work still settles
+ * later; its writes are fenced out, and its rejection is dropped here.
+ */
+function untilAborted<T>(work: Promise<T>, signal: AbortSignal): Promise<T> {
+  if (signal.aborted) {
+    work.catch(() => undefined);
+    return Promise.reject(signal.reason);
+  }
+  return new Promise<T>((resolve, reject) => {
+    const onAbort = () => {
+      work.catch(() => undefined);
+      reject(signal.reason);
+    };
+    signal.addEventListener("abort", onAbort, { once: true });
+    work.then(
+      (value) => {
+        signal.removeEventListener("abort", onAbort);
+        resolve(value);
+      },
+      (error: unknown) => {
+        signal.removeEventListener("abort", onAbort);
+        reject(error);
+      },
+    );
+  });
+}
 
 /** Where the run resumes: the index after the recovery point, checked against the current definition. */
 function resumeIndex(plan: Plan): number {
@@ -87,29 +132,31 @@ function resumeIndex(plan: Plan): number {
 /** Run a plan to completion (or to the first error, which leaves it at its recovery point). */
 export async function execute(deps: ExecutorDeps, plan: Plan): Promise<RunResult<unknown>> {
   const { own } = plan;
-  const lostError = () => new LeaseLostError(own.tenantId, own.key, "a fenced write");
   const { telemetry } = deps;
-  const lease = new LeaseKeeper(
-    () => renewLease(deps.db, deps.tables, own, plan.leaseMs),
-    lostError,
-    () => {
-      telemetry.count("leaseLost", { "idempo.workflow": plan.def.name });
-      telemetry.log(
-        "warn",
-        {
-          workflow: plan.def.name,
-          tenantId: own.tenantId,
-          keyHash: keyHash(own.tenantId, own.key),
-          attempt: plan.attempt,
-        },
-        "idempo: lease lost; another attempt owns the run now, this one stops",
-      );
-    },
-  );
-  lease.start(deps.heartbeatMs ?? Math.max(1, Math.floor(plan.leaseMs / 3)));
   let recoveryPoint = plan.recoveryPoint;
   let state = plan.state;
   let current: Item | undefined;
+  const lease = new LeaseKeeper({
+    onLost() {
+      telemetry.count("leaseLost", { "idempo.workflow": plan.def.name });
+      telemetry.log(
+        "warn",
+        { workflow: plan.def.name, tenantId: own.tenantId, keyHash: keyHash(own.tenantId, own.key), attempt: plan.attempt },
+        "idempo: lease lost; another attempt owns the run now, this one stops",
+      );
+    },
+    renew: () => (deps.silentHeartbeat ? Promise.resolve(true) : renewLease(deps.db, deps.tables, own, plan.leaseMs)),
+    giveUp: () => giveUpOwnLease(deps.db, deps.tables, own),
+    lostError: () => new LeaseLostError(own.tenantId, own.key, "a fenced write"),
+    timeoutError: () =>
+      new AttemptTimeoutError(
+        own.tenantId,
+        own.key,
+        plan.attemptTimeoutMs,
+        current ? `${current.kind} '${current.name}'` : "respond",
+      ),
+  });
+  lease.start(deps.heartbeatMs ?? Math.max(1, Math.floor(plan.leaseMs / 3)), plan.attemptTimeoutMs);
   // The history entry of a step that started but has not recorded its result.
   const openStep: OpenStep = { entryId: null };
   const hook = async (point: string) => {
@@ -168,32 +215,56 @@ export async function execute(deps: ExecutorDeps, plan: Plan): Promise<RunResult
     // Nothing left after the recovery point (an empty workflow): complete now.
     current = undefined;
     const response = await respondWith(plan.def, info(state));
+    lease.finishing();
     if (!(await completeRun(deps.db, deps.tables, own, response))) throw lease.lost();
     return resultOf(response, false);
   } catch (error) {
     if (error instanceof CrashSignal) throw error;
     if (error instanceof RejectSignal) return reject(deps, plan, error, recoveryPoint, current);
-    if (error instanceof LeaseLostError) throw lease.lost();
+    if (error instanceof LeaseLostError || error instanceof AttemptTimeoutError) throw lease.lost();
     if (isConnectionLoss(error)) throw new DatabaseUnavailableError(error);
+    if (error instanceof UnstorableValueError) {
+      // No retry can store this value: park the run instead of letting every
+      // retry and resumer repeat the same failure (a poison run).
+      if (current) await recordItemFailure(deps, plan, current, openStep, error);
+      lease.finishing();
+      if (!(await parkOwnRun(deps.db, deps.tables, own, error.message))) throw lease.lost();
+      telemetry.count("parked", { "idempo.workflow": plan.def.name, "idempo.parked.reason": "unstorable_value" });
+      telemetry.log(
+        "warn",
+        { workflow: plan.def.name, tenantId: own.tenantId, keyHash: keyHash(own.tenantId, own.key), reason: error.message },
+        "idempo: run parked: a value cannot be stored; fix the code, then unpark it",
+      );
+      throw error;
+    }
     if (!(error instanceof IdempoError)) {
       // A zombie's writes can collide with what its successor committed (a unique
       // constraint): that is a lost lease, not an error of the workflow.
       if (!(await stillOwns(deps.db, deps.tables, own).catch(() => true))) throw lease.lost();
-      if (current) {
-        await recordFailure(deps.db, deps.tables, own, {
-          kind: current.kind,
-          name: current.name,
-          attempt: plan.attempt,
-          error: error instanceof Error ? error.message : String(error),
-          entryId: openStep.entryId,
-        }).catch(() => undefined);
-      }
+      if (current) await recordItemFailure(deps, plan, current, openStep, error);
       if (plan.def.options.onUnknownError === "store") return storeUnknownError(deps, plan, lease);
     }
     throw error;
   } finally {
     lease.stop();
   }
+}
+
+/** Close the failing item's history entry; best effort, on the error path only. */
+async function recordItemFailure(
+  deps: ExecutorDeps,
+  plan: Plan,
+  item: Item,
+  openStep: OpenStep,
+  error: unknown,
+): Promise<void> {
+  await recordFailure(deps.db, deps.tables, plan.own, {
+    kind: item.kind,
+    name: item.name,
+    attempt: plan.attempt,
+    error: error instanceof Error ? error.message : String(error),
+    entryId: openStep.entryId,
+  }).catch(() => undefined);
 }
 
 async function reject(
@@ -229,6 +300,7 @@ async function storeUnknownError(deps: ExecutorDeps, plan: Plan, lease: LeaseKee
       code: "internal_error",
     }),
   };
+  lease.finishing();
   if (!(await completeRun(deps.db, deps.tables, plan.own, response))) throw lease.lost();
   return resultOf(response, false);
 }
@@ -263,6 +335,7 @@ async function completeWithFailure(
     attempt: plan.attempt,
     error: `ctx.fail(${response.status})`,
   });
+  lease.finishing();
   if (!(await completeRun(db, deps.tables, plan.own, response))) throw lease.lost();
   return { kind: "done", result: resultOf(response, false) };
 }
@@ -304,9 +377,15 @@ async function runPhase(
   last: boolean,
 ): Promise<Outcome> {
   const where = `phase '${item.name}'`;
+  // An integer checked by the builder: safe to write into the SET statement.
+  const lockTimeout = Math.trunc(plan.def.options.lockTimeoutMs ?? DEFAULT_LOCK_TIMEOUT_MS);
+  const started = Date.now();
   for (let tries = 1; ; tries++) {
     try {
-      return await deps.db.transaction().execute(async (tx): Promise<Outcome> => {
+      const work = deps.db.transaction().execute(async (tx): Promise<Outcome> => {
+        // Bound every row-lock wait of this phase (a stalled attempt may hold the rows it needs).
+        // A SET takes no snapshot, so the phase may still choose its isolation level after it.
+        await sql.raw(`SET LOCAL lock_timeout = '${lockTimeout}ms'`).execute(tx);
         let result: unknown;
         try {
           const ctl = control();
@@ -331,15 +410,22 @@ async function runPhase(
           leaseMs: plan.leaseMs,
           ...(last ? { response: await respondWith(plan.def, { ...info, state }) } : {}),
         };
+        if (advance.response) lease.finishing();
         if (!(await commitPhase(tx, deps.tables, plan.own, advance))) throw lease.lost();
         return advance.response
           ? { kind: "done", result: resultOf(advance.response, false) }
           : { kind: "continue", state };
       });
+      // A phase whose code hangs with its transaction open must not hold the attempt past its bound.
+      return await untilAborted(work, lease.signal);
     } catch (error) {
-      if (!isTransient(error) || tries >= PHASE_TRIES) throw error;
-      // Serialization failure or deadlock: the transaction rolled back whole; try again after a jittered pause.
-      await sleep(Math.random() * 20 * 2 ** tries);
+      if (!isTransient(error)) throw error;
+      const elapsed = Date.now() - started;
+      if (tries >= PHASE_TRIES || elapsed >= PHASE_RETRY_BUDGET_MS) {
+        throw new PhaseConflictError(item.name, tries, elapsed, error);
+      }
+      // Serialization failure, deadlock or lock timeout: the transaction rolled back whole; try again after a jittered pause.
+      await sleep(Math.random() * Math.min(500, 20 * 2 ** tries));
     }
   }
 }
@@ -373,7 +459,10 @@ async function runStep(
     const reconcile = item.options.reconcile;
     if (started.priorStarts > 0 && reconcile) {
       // In doubt: an earlier attempt may have reached the other system. Ask before calling again.
-      result = await reconcile({ ...info, idempotencyKey, signal: lease.signal });
+      result = await untilAborted(
+        Promise.resolve(reconcile({ ...info, idempotencyKey, signal: lease.signal })),
+        lease.signal,
+      );
       if (result !== undefined) outcome = "reconciled";
     }
     if (outcome === "succeeded") {
@@ -384,11 +473,9 @@ async function runStep(
         span.set({ "idempo.step.retries": retries });
         deps.telemetry.count("stepRetries", { "idempo.workflow": plan.def.name, "idempo.item": item.name });
       };
-      result = await callStep(
-        item,
-        { ...info, fail: ctl.fail, reject: ctl.reject, idempotencyKey },
+      result = await untilAborted(
+        callStep(item, { ...info, fail: ctl.fail, reject: ctl.reject, idempotencyKey }, lease.signal, onRetry),
         lease.signal,
-        onRetry,
       );
       ctl.rethrowCaught();
     }
@@ -421,6 +508,7 @@ async function runStep(
     throw error;
   }
   const advance: Advance = response ? { ...progress, response } : progress;
+  if (response) lease.finishing();
   if (!(await recordStepResult(deps.db, deps.tables, plan.own, started.entryId, outcome, advance))) throw lease.lost();
   return advance.response ? { kind: "done", result: resultOf(advance.response, false) } : { kind: "continue", state };
 }

@@ -30,3 +30,20 @@ export function setFaultHook(engine: object, hook: FaultHook | undefined): void 
 export function faultHookOf(engine: object): FaultHook | undefined {
   return hooks.get(engine);
 }
+
+const silent = new WeakSet<object>();
+
+/**
+ * Stop (or with `false`, restart) the lease renewals of every attempt this
+ * engine starts from now on, so a test can make a zombie whose lease lapses
+ * while it still works. A heartbeat slower than the lease is refused as an
+ * option, so tests reach that state through this hook instead.
+ */
+export function setHeartbeatSilenced(engine: object, silenced: boolean): void {
+  if (silenced) silent.add(engine);
+  else silent.delete(engine);
+}
+
+export function heartbeatSilenced(engine: object): boolean {
+  return silent.has(engine);
+}

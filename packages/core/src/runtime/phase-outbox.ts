@@ -18,7 +18,7 @@ export function phaseOutbox(deps: ExecutorDeps, plan: Plan, phase: string, tx: E
       if (!converted.ok)
         throw new UnstorableValueError(`outbox message '${topic}' in phase '${phase}'`, converted.issues);
       const { tenantId, key, runId } = plan.own;
-      const deliveryKey = options.deliveryKey ?? deriveDeliveryKey(tenantId, key, runId, phase, position);
+      const deliveryKey = options.deliveryKey ?? deriveDeliveryKey(tenantId, key, runId, plan.attempt, phase, position);
       position++;
       assertValidKey(deliveryKey, "delivery key");
       const inserted = insertMessage(tx, deps.tables, {
@@ -32,8 +32,9 @@ export function phaseOutbox(deps: ExecutorDeps, plan: Plan, phase: string, tx: E
       });
       await inserted.catch((error: unknown) => {
         if ((error as { code?: string }).code !== "23505") throw error;
-        // A derived key is unique to this run, phase and position: only another
-        // attempt that already committed this phase can hold it.
+        // A derived key is unique to this run, attempt, phase and position: a
+        // collision means this attempt's own earlier try committed it, which a
+        // fenced commit makes impossible unless the lease was lost meanwhile.
         if (options.deliveryKey === undefined)
           throw new LeaseLostError(tenantId, key, `outbox enqueue in phase '${phase}'`);
         throw new WorkflowUsageError(

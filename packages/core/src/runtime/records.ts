@@ -3,6 +3,9 @@ import { InputValidationError } from "../errors.js";
 import type { JsonValue } from "../json/json-value.js";
 import { hasLoneSurrogate } from "../json/json-value.js";
 import type { HistoryRow, RecordRow } from "../store/operations.js";
+import type { RunOutcome, RunStatus } from "../store/run-store.js";
+
+export type { RunOutcome, RunStatus } from "../store/run-store.js";
 
 /** One phase or step entry in a run's history, oldest first. */
 export interface HistoryEntry {
@@ -32,14 +35,29 @@ export interface RunRecord {
   readonly workflow: string;
   /** `kind:name` of each phase and step of the definition the run started under. */
   readonly definition: readonly string[];
-  readonly status: "in_flight" | "completed";
+  /**
+   * `in_flight`: an attempt owns it, or its lease ran out (stuck);
+   * `completed`: a response is stored (see `response.outcome`);
+   * `parked`: the engine stopped trying it (see `parkedReason`);
+   * `suspended`: waiting for a time or a signal, with no owner.
+   */
+  readonly status: RunStatus;
+  /** Why a parked run was parked (attempts exhausted, a value that cannot be stored); `null` otherwise. */
+  readonly parkedReason: string | null;
+  /** When it was parked (DB clock); `null` unless parked. */
+  readonly parkedAt: Date | null;
+  /**
+   * Attempts since the last unpark (or since the start): what the workflow's
+   * `maxAttempts` is counted against. Equals `attempt` until a run is unparked.
+   */
+  readonly attemptsSinceUnpark: number;
   /** The last committed phase or step; `null` before the first commit. */
   readonly recoveryPoint: string | null;
   readonly state: JsonValue;
   readonly input: JsonValue;
   /** Attempts so far: 1 + takeovers. */
   readonly attempt: number;
-  /** Current owner's token; `null` once completed. */
+  /** Current owner's token; `null` once completed, parked, or released (no owner: the next retry takes over). */
   readonly ownerToken: string | null;
   /** In flight: ms left on the lease by the DB clock (negative = expired that long ago). `null` once completed. */
   readonly leaseRemainingMs: number | null;
@@ -47,7 +65,8 @@ export interface RunRecord {
   readonly response: {
     readonly status: number;
     readonly body: JsonValue;
-    readonly outcome: "succeeded" | "failed" | "errored";
+    /** `canceled`: an operator finished the run with `engine.cancel`. */
+    readonly outcome: RunOutcome;
   } | null;
   readonly createdAt: Date;
   readonly updatedAt: Date;
@@ -63,7 +82,7 @@ export interface RunRecord {
 export interface ListKeysOptions {
   tenantId?: string;
   workflow?: string;
-  status?: "in_flight" | "completed";
+  status?: RunStatus;
   /** Only in-flight runs whose lease has expired (DB clock). */
   stuck?: boolean;
   /** Page size, 1-1000 (Default: 50). */
@@ -87,6 +106,9 @@ export function toRecord(row: RecordRow, history: HistoryRow[] | undefined): Run
     workflow: row.workflow,
     definition: JSON.parse(row.definition) as string[],
     status: row.status,
+    parkedReason: row.parked_reason,
+    parkedAt: row.parked_at,
+    attemptsSinceUnpark: row.attempt - row.attempt_floor,
     recoveryPoint: row.recovery_point,
     state: JSON.parse(row.state) as JsonValue,
     input: JSON.parse(row.input) as JsonValue,

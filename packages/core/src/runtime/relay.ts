@@ -13,6 +13,7 @@ import type { Executor, Tables } from "../store/run-store.js";
 import type { Telemetry } from "../telemetry/telemetry.js";
 import { keyHash } from "../telemetry/telemetry.js";
 import type { FaultHook } from "./hooks.js";
+import { intOption, MAX_TIMER_MS } from "./option-checks.js";
 import { CrashSignal } from "./signals.js";
 
 /** One outbox message as a handler sees it. */
@@ -103,12 +104,13 @@ export function startRelay(
   options: RelayOptions,
 ): Relay {
   const topics = Object.keys(options.handlers);
-  const concurrency = options.concurrency ?? 4;
-  const maxAttempts = options.maxAttempts ?? 10;
-  const backoffMs = options.backoffMs ?? 1_000;
-  const maxBackoffMs = options.maxBackoffMs ?? 300_000;
-  const leaseMs = options.leaseMs ?? 60_000;
-  const pollIntervalMs = options.pollIntervalMs ?? 5_000;
+  const at = "startRelay";
+  const concurrency = intOption(at, "concurrency", options.concurrency, 1, 1_000, 4);
+  const maxAttempts = intOption(at, "maxAttempts", options.maxAttempts, 1, 10_000, 10);
+  const backoffMs = intOption(at, "backoffMs", options.backoffMs, 0, MAX_TIMER_MS, 1_000);
+  const maxBackoffMs = intOption(at, "maxBackoffMs", options.maxBackoffMs, 0, MAX_TIMER_MS, 300_000);
+  const leaseMs = intOption(at, "leaseMs", options.leaseMs, 1, MAX_TIMER_MS, 60_000);
+  const pollIntervalMs = intOption(at, "pollIntervalMs", options.pollIntervalMs, 1, MAX_TIMER_MS, 5_000);
   const onError = options.onError ?? (() => {});
   const stopping = new AbortController();
   let woken = false;

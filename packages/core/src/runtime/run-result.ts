@@ -7,7 +7,8 @@ import type { JsonValue } from "../json/json-value.js";
  * - `succeeded`: the workflow's `respond` body;
  * - `failed`: a `ctx.fail` body, stored and replayed like any response;
  * - `errored`: the stored 500 problem body of `onUnknownError: 'store'`;
- * - `rejected`: a `ctx.reject` answer; nothing was stored, never replayed.
+ * - `rejected`: a `ctx.reject` answer; nothing was stored, never replayed;
+ * - `canceled`: an operator's `engine.cancel` answer, stored and replayed.
  */
 export type RunResult<B> =
   | { readonly status: number; readonly body: B; readonly replayed: boolean; readonly outcome: "succeeded" }
@@ -15,5 +16,5 @@ export type RunResult<B> =
       readonly status: number;
       readonly body: JsonValue;
       readonly replayed: boolean;
-      readonly outcome: "failed" | "errored" | "rejected";
+      readonly outcome: "failed" | "errored" | "rejected" | "canceled";
     };

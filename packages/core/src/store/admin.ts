@@ -1,29 +1,13 @@
 /**
- * Operator statements behind the CLI: forget a key, count records, list and
- * retry outbox messages, show pending migrations. None is on the hot path.
+ * Operator statements behind the CLI: count records, list and retry outbox
+ * messages, show pending migrations. None is on the hot path.
  */
 import { sql } from "kysely";
-import type { Executor, Tables } from "./run-store.js";
-
-/**
- * Delete a key's record and history (the key is forgotten; a reuse runs
- * again). Outbox messages already committed stay and are still delivered.
- */
-export async function deleteRecord(db: Executor, t: Tables, tenantId: string, key: string): Promise<boolean> {
-  const { rows } = await sql<{ n: number }>`
-    WITH gone AS (
-      DELETE FROM ${t.runs} WHERE tenant_id = ${tenantId} AND key = ${key} RETURNING 1
-    ), forgotten AS (
-      DELETE FROM ${t.history} WHERE tenant_id = ${tenantId} AND key = ${key}
-    )
-    SELECT count(*)::int AS n FROM gone
-  `.execute(db);
-  return (rows[0]?.n ?? 0) === 1;
-}
+import type { Executor, RunStatus, Tables } from "./run-store.js";
 
 export interface StatsRow {
   workflow: string;
-  status: "in_flight" | "completed";
+  status: RunStatus;
   records: number;
   stuck: number;
   expired: number;

@@ -4,7 +4,7 @@
  * a replay is answered by the same round trip without writing anything.
  */
 import { sql } from "kysely";
-import type { Executor, ExistingRun, Tables, TakenRun } from "./run-store.js";
+import type { Executor, ExistingRun, RunOutcome, RunStatus, Tables, TakenRun } from "./run-store.js";
 import { leaseInterval } from "./run-store.js";
 
 export interface NewRun {
@@ -34,10 +34,11 @@ interface ClaimRow {
   claimed: boolean;
   workflow: string | null;
   fingerprint: string | null;
-  status: "in_flight" | "completed" | null;
+  status: RunStatus | null;
   lease_remaining_ms: number | null;
   expired: boolean | null;
-  outcome: "succeeded" | "failed" | "errored" | null;
+  outcome: RunOutcome | null;
+  parked_reason: string | null;
   response_status: number | null;
   response_body: string | null;
 }
@@ -68,7 +69,7 @@ export async function claimNewKey(db: Executor, t: Tables, run: NewRun): Promise
            r.workflow, r.fingerprint, r.status,
            GREATEST(0, ceil(extract(epoch FROM (r.locked_until - clock_timestamp())) * 1000))::float8 AS lease_remaining_ms,
            (r.status = 'completed' AND r.expires_at <= clock_timestamp()) AS expired,
-           r.outcome, r.response_status, r.response_body::text AS response_body
+           r.outcome, r.parked_reason, r.response_status, r.response_body::text AS response_body
     FROM (VALUES (1)) AS one (x)
     LEFT JOIN ${t.runs} r ON r.tenant_id = ${run.tenantId} AND r.key = ${run.key}
   `.execute(db);
@@ -85,6 +86,7 @@ export async function claimNewKey(db: Executor, t: Tables, run: NewRun): Promise
       leaseRemainingMs: row.lease_remaining_ms ?? 0,
       expired: row.expired === true,
       outcome: row.outcome,
+      parkedReason: row.parked_reason,
       responseStatus: row.response_status,
       responseBody: row.response_body,
     },
@@ -110,7 +112,8 @@ export async function reclaimExpiredKey(db: Executor, t: Tables, run: NewRun): P
           definition_hash = ${run.definitionHash}, fingerprint = ${run.fingerprint}, input = ${run.input}::json,
           parsed_input_hash = ${run.parsedInputHash},
           status = 'in_flight', owner_token = ${run.ownerToken},
-          locked_until = clock_timestamp() + ${leaseInterval(run.leaseMs)}, attempt = 1,
+          locked_until = clock_timestamp() + ${leaseInterval(run.leaseMs)}, attempt = 1, attempt_floor = 0,
+          parked_reason = NULL, parked_at = NULL,
           recovery_point = NULL, state = '{}', retention_ms = ${run.retentionMs}, outcome = NULL,
           response_status = NULL, response_body = NULL, expires_at = NULL,
           created_at = now(), updated_at = now(), completed_at = NULL
@@ -133,9 +136,18 @@ export interface TakeoverRequest {
   readonly leaseMs: number;
   /** A client retry must match the stored fingerprint; the stale-run resumer passes null. */
   readonly fingerprint: string | null;
+  /** The workflow's `maxAttempts`: the takeover that would start one more parks the run instead. */
+  readonly maxAttempts: number;
 }
 
+/** What a takeover found: the run to resume, or the run parked because its attempts ran out. */
+export type TakeoverResult =
+  | { readonly kind: "taken"; readonly run: TakenRun }
+  | { readonly kind: "parked"; readonly reason: string };
+
 interface TakeoverRow {
+  status: RunStatus;
+  parked_reason: string | null;
   run_id: string;
   attempt: number;
   recovery_point: string | null;
@@ -150,37 +162,59 @@ interface TakeoverRow {
 /**
  * Take over an in-flight run whose lease has expired: mint a new owner
  * token, extend the lease, count the attempt, and return what the new owner
- * needs to resume, in one statement.
+ * needs to resume, in one statement. When the attempts since the last
+ * unpark already reached `maxAttempts`, the same statement parks the run
+ * instead of starting another attempt.
  *
  * Races closed: (1) many retries at the moment a lease runs out: the row
  * lock serialises them, and every loser re-evaluates `locked_until <=
  * clock_timestamp()` against the winner's fresh lease and gets nothing. (2)
  * The old owner's renewal against a takeover: whichever commits first wins;
  * a renewal first leaves the lease valid, a takeover first changes the token
- * the renewal is fenced on.
+ * the renewal is fenced on. (3) Two resumers both deciding "one more
+ * attempt is allowed": the attempt is counted and checked against the
+ * budget under the same row lock, at claim time (a takeover that then
+ * crashes the process still counted), so the budget can never be overrun.
  */
-export async function takeOverExpiredLease(db: Executor, t: Tables, req: TakeoverRequest): Promise<TakenRun | null> {
+export async function takeOverExpiredLease(
+  db: Executor,
+  t: Tables,
+  req: TakeoverRequest,
+): Promise<TakeoverResult | null> {
+  const reason = `maxAttempts (${req.maxAttempts}) reached: ${req.maxAttempts} attempts started and none finished`;
   const { rows } = await sql<TakeoverRow>`/* idempo:takeover */
     UPDATE ${t.runs}
-    SET owner_token = ${req.ownerToken}, locked_until = clock_timestamp() + ${leaseInterval(req.leaseMs)},
-        attempt = attempt + 1, updated_at = clock_timestamp()
+    SET (status, owner_token, locked_until, attempt, parked_reason, parked_at) = (
+          SELECT CASE WHEN x.exhausted THEN 'parked' ELSE 'in_flight' END,
+                 CASE WHEN x.exhausted THEN NULL ELSE ${req.ownerToken}::text END,
+                 CASE WHEN x.exhausted THEN NULL ELSE clock_timestamp() + ${leaseInterval(req.leaseMs)} END,
+                 CASE WHEN x.exhausted THEN attempt ELSE attempt + 1 END,
+                 CASE WHEN x.exhausted THEN ${reason}::text END,
+                 CASE WHEN x.exhausted THEN clock_timestamp() END
+          FROM (SELECT attempt - attempt_floor >= ${req.maxAttempts}::int AS exhausted) AS x
+        ),
+        updated_at = clock_timestamp()
     WHERE tenant_id = ${req.tenantId} AND key = ${req.key}
       AND status = 'in_flight' AND locked_until <= clock_timestamp()
       AND (${req.fingerprint}::text IS NULL OR fingerprint = ${req.fingerprint})
-    RETURNING run_id, attempt, recovery_point, state::text AS state, input::text AS input,
+    RETURNING status, parked_reason, run_id, attempt, recovery_point, state::text AS state, input::text AS input,
               definition::text AS definition, definition_hash, workflow, parsed_input_hash
   `.execute(db);
   const row = rows[0];
   if (!row) return null;
+  if (row.status === "parked") return { kind: "parked", reason: row.parked_reason ?? reason };
   return {
-    runId: row.run_id,
-    attempt: row.attempt,
-    recoveryPoint: row.recovery_point,
-    state: row.state,
-    input: row.input,
-    outline: JSON.parse(row.definition) as string[],
-    definitionHash: row.definition_hash,
-    workflow: row.workflow,
-    parsedInputHash: row.parsed_input_hash,
+    kind: "taken",
+    run: {
+      runId: row.run_id,
+      attempt: row.attempt,
+      recoveryPoint: row.recovery_point,
+      state: row.state,
+      input: row.input,
+      outline: JSON.parse(row.definition) as string[],
+      definitionHash: row.definition_hash,
+      workflow: row.workflow,
+      parsedInputHash: row.parsed_input_hash,
+    },
   };
 }

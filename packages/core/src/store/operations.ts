@@ -3,7 +3,7 @@
  * them is on the hot path.
  */
 import { sql } from "kysely";
-import type { Executor, Tables } from "./run-store.js";
+import type { Executor, RunOutcome, RunStatus, Tables } from "./run-store.js";
 
 export interface RecordRow {
   tenant_id: string;
@@ -11,14 +11,17 @@ export interface RecordRow {
   run_id: string;
   workflow: string;
   definition: string;
-  status: "in_flight" | "completed";
+  status: RunStatus;
+  parked_reason: string | null;
+  parked_at: Date | null;
+  attempt_floor: number;
   recovery_point: string | null;
   state: string;
   input: string;
   attempt: number;
   owner_token: string | null;
   lease_remaining_ms: number | null;
-  outcome: "succeeded" | "failed" | "errored" | null;
+  outcome: RunOutcome | null;
   response_status: number | null;
   response_body: string | null;
   created_at: Date;
@@ -40,8 +43,10 @@ export interface HistoryRow {
   finished_at: Date | null;
 }
 
-const RECORD_COLUMNS = sql`
-  tenant_id, key, run_id, workflow, definition::text AS definition, status, recovery_point,
+/** The columns of a record as operators see it; also the RETURNING list of every operator transition. */
+export const RECORD_COLUMNS = sql`
+  tenant_id, key, run_id, workflow, definition::text AS definition, status, parked_reason, parked_at, attempt_floor,
+  recovery_point,
   state::text AS state, input::text AS input, attempt, owner_token,
   CASE WHEN status = 'in_flight'
        THEN ceil(extract(epoch FROM (locked_until - clock_timestamp())) * 1000)::float8 END AS lease_remaining_ms,
@@ -75,7 +80,7 @@ export async function selectHistory(
 export interface ListFilter {
   readonly tenantId: string | undefined;
   readonly workflow: string | undefined;
-  readonly status: "in_flight" | "completed" | undefined;
+  readonly status: RunStatus | undefined;
   readonly stuck: boolean;
   readonly limit: number;
   /** Position after which to continue: the last row of the previous page. */
@@ -108,19 +113,4 @@ export async function selectRecords(db: Executor, t: Tables, f: ListFilter): Pro
     LIMIT ${f.limit}
   `.execute(db);
   return rows;
-}
-
-/**
- * Expire the lease of an in-flight run now, so the next retry (or the stale
- * resumer) may take over at once. Completed runs are not touched.
- *
- * @returns true when an in-flight run was released.
- */
-export async function expireLease(db: Executor, t: Tables, tenantId: string, key: string): Promise<boolean> {
-  const { rows } = await sql`
-    UPDATE ${t.runs} SET locked_until = clock_timestamp(), updated_at = clock_timestamp()
-    WHERE tenant_id = ${tenantId} AND key = ${key} AND status = 'in_flight'
-    RETURNING 1
-  `.execute(db);
-  return rows.length === 1;
 }

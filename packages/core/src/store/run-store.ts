@@ -34,16 +34,28 @@ export function leaseInterval(ms: number): RawBuilder<unknown> {
   return sql`(${ms}::float8 * interval '1 millisecond')`;
 }
 
+/**
+ * Where a run stands: `in_flight` (an attempt owns it, or its lease ran
+ * out), `completed` (a response is stored), `parked` (the engine stopped
+ * trying it), `suspended` (waiting for a time or a signal, no owner).
+ */
+export type RunStatus = "in_flight" | "completed" | "parked" | "suspended";
+
+/** How a completed run ended. */
+export type RunOutcome = "succeeded" | "failed" | "errored" | "canceled";
+
 /** The key record as the claim statement saw it when it could not insert. */
 export interface ExistingRun {
   readonly workflow: string;
   readonly fingerprint: string;
-  readonly status: "in_flight" | "completed";
+  readonly status: RunStatus;
   /** Lease left on the DB clock, ms, at least 0 (in-flight rows). */
   readonly leaseRemainingMs: number;
   /** True when a completed row is past its retention (counts as absent). */
   readonly expired: boolean;
-  readonly outcome: "succeeded" | "failed" | "errored" | null;
+  readonly outcome: RunOutcome | null;
+  /** Why a parked run was parked. */
+  readonly parkedReason: string | null;
   readonly responseStatus: number | null;
   /** The stored body as JSON text, verbatim. */
   readonly responseBody: string | null;
@@ -72,7 +84,7 @@ export interface Ownership {
 
 /** The final response a completion stores. */
 export interface StoredResponse {
-  readonly outcome: "succeeded" | "failed" | "errored";
+  readonly outcome: RunOutcome;
   readonly status: number;
   /** JSON text, stored and replayed byte for byte. */
   readonly body: string;

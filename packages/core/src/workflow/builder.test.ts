@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { z } from "zod";
-import { WorkflowDefinitionError } from "../errors.js";
+import { InvalidOptionError, WorkflowDefinitionError } from "../errors.js";
 import { workflow } from "./builder.js";
 
 const noop = async () => ({});
@@ -63,8 +63,9 @@ describe("workflow definition: bad names", () => {
     ["leaseMs", 1.5],
     ["retentionMs", Number.NaN],
     ["retentionMs", Number.POSITIVE_INFINITY],
-  ])("rejects option %s = %s", (field, value) => {
-    definitionError(() => workflow("w", { [field]: value }));
+  ])("rejects option %s = %s with InvalidOptionError naming it and its range", (field, value) => {
+    expect(() => workflow("w", { [field]: value })).toThrow(InvalidOptionError);
+    expect(() => workflow("w", { [field]: value })).toThrow(new RegExp(`${field} must be an integer from 1 to`));
   });
 
   it("rejects an unknown error policy", () => {

@@ -1,7 +1,8 @@
 import type { z } from "zod";
-import { WorkflowDefinitionError } from "../errors.js";
+import { InvalidOptionError, WorkflowDefinitionError } from "../errors.js";
 import type { JsonValue } from "../json/json-value.js";
 import { hasLoneSurrogate } from "../json/json-value.js";
+import { intOption, MAX_TIMER_MS } from "../runtime/option-checks.js";
 import type { PhaseContext, ResponseSpec, RunInfo, StepContext } from "./context.js";
 import type { Definition, Item, StepOptions, Workflow, WorkflowOptions } from "./definition.js";
 import { outlineHash } from "./definition.js";
@@ -60,6 +61,13 @@ export class WorkflowBuilder<DB, In, I, S> {
   input<Z extends z.ZodType>(schema: Z): WorkflowBuilder<DB, z.input<Z>, z.output<Z>, S> {
     if (this.#items.length > 0)
       throw new WorkflowDefinitionError(`workflow '${this.#name}': call .input() before the first phase or step`);
+    if (typeof (schema as { safeParseAsync?: unknown } | undefined)?.safeParseAsync !== "function") {
+      throw new WorkflowDefinitionError(
+        `workflow '${this.#name}': .input() needs a zod schema such as z.object(...), got ${
+          schema === null ? "null" : typeof schema
+        } without safeParseAsync`,
+      );
+    }
     return new WorkflowBuilder(this.#name, schema, this.#items, this.#options);
   }
 
@@ -89,6 +97,16 @@ export class WorkflowBuilder<DB, In, I, S> {
     fn: (ctx: StepContext<I, S>) => Promise<O> | O,
     options: StepOptions<I, S, O> = {},
   ): WorkflowBuilder<DB, In, I, Merge<S, O>> {
+    const where = `workflow '${this.#name}', step '${name}'`;
+    intOption(where, "retries", options.retries, 0, 1_000);
+    intOption(where, "backoffMs", options.backoffMs, 0, MAX_TIMER_MS);
+    intOption(where, "maxBackoffMs", options.maxBackoffMs, 0, MAX_TIMER_MS);
+    intOption(where, "timeoutMs", options.timeoutMs, 1, MAX_TIMER_MS);
+    for (const fn of ["retryable", "reconcile"] as const) {
+      if (options[fn] !== undefined && typeof options[fn] !== "function") {
+        throw new InvalidOptionError(fn, `${where}: ${fn} must be a function`);
+      }
+    }
     return this.#add(Object.freeze({ kind: "step", name, run: fn, options: Object.freeze({ ...options }) }) as Item);
   }
 
@@ -140,19 +158,20 @@ export class WorkflowBuilder<DB, In, I, S> {
  *
  * @param name 1-100 characters, no control characters.
  * @param options retention, lease and error policy; see {@link WorkflowOptions}.
- * @throws WorkflowDefinitionError on a bad name or option.
+ * @throws WorkflowDefinitionError on a bad name or error policy.
+ * @throws InvalidOptionError on a duration or count option out of range.
  */
 export function workflow<DB = unknown>(
   name: string,
   options: WorkflowOptions = {},
 ): WorkflowBuilder<DB, JsonValue, JsonValue, Record<never, never>> {
   checkName("workflow", name);
-  for (const field of ["retentionMs", "leaseMs"] as const) {
-    const v = options[field];
-    if (v !== undefined && (!Number.isSafeInteger(v) || v <= 0)) {
-      throw new WorkflowDefinitionError(`workflow '${name}': ${field} must be a positive integer of milliseconds`);
-    }
-  }
+  const where = `workflow '${name}'`;
+  intOption(where, "maxAttempts", options.maxAttempts, 1, 10_000);
+  intOption(where, "attemptTimeoutMs", options.attemptTimeoutMs, 1, MAX_TIMER_MS);
+  intOption(where, "leaseMs", options.leaseMs, 1, MAX_TIMER_MS);
+  intOption(where, "lockTimeoutMs", options.lockTimeoutMs, 1, MAX_TIMER_MS);
+  intOption(where, "retentionMs", options.retentionMs, 1, 100 * 365 * 24 * 60 * 60 * 1000);
   if (options.onUnknownError !== undefined && !["retry", "store"].includes(options.onUnknownError)) {
     throw new WorkflowDefinitionError(`workflow '${name}': onUnknownError must be 'retry' or 'store'`);
   }

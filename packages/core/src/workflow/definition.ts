@@ -15,6 +15,33 @@ export interface WorkflowOptions {
   /** Lease length for this workflow's runs, in ms (Default: the engine's `leaseMs`). */
   leaseMs?: number;
   /**
+   * How many attempts a run may start, 1-10 000 (Default: 20). Every claim
+   * and takeover is an attempt, counted when it starts (an attempt that
+   * crashes its process counts too). The takeover that would start one
+   * more parks the run instead: status `parked`, `RunParkedError` to every
+   * later call, never taken over by `resumeStale`, until `engine.unpark`
+   * gives it a fresh budget. Resuming after a clean suspension is not an
+   * attempt. The idea is DBOS's cap on recovery attempts (dead letters).
+   */
+  maxAttempts?: number;
+  /**
+   * The longest one attempt may hold the key, in ms, 1-2 147 483 647
+   * (Default: the engine's `attemptTimeoutMs`, itself 900 000, 15 min).
+   * Past it the attempt stops renewing its lease, gives the key up and its
+   * `signal` aborts with `AttemptTimeoutError`; `runOnce` rejects with that
+   * error even when workflow code ignores the signal, and the next retry
+   * takes over at once. Set it above the longest a healthy attempt takes.
+   */
+  attemptTimeoutMs?: number;
+  /**
+   * The longest a phase waits for a row lock, in ms, 1-2 147 483 647
+   * (Default: 5 000), set as `lock_timeout` on each phase transaction. A
+   * wait past it (a stalled attempt still holding the row, say) rolls the
+   * try back and is retried like a serialization failure; when the phase's
+   * retry budget runs out, `PhaseConflictError`.
+   */
+  lockTimeoutMs?: number;
+  /**
    * `'retry'` (default): an unknown error leaves the run in flight at its
    * recovery point and is rethrown; a retry after the lease resumes it.
    * `'store'`: the run completes with a stored 500 problem body instead.

@@ -64,6 +64,14 @@ export interface IdempotencyOptions<Req> extends CommonOptions<Req> {
   leaseMs?: number;
   /** How long a stored response is kept, in ms (Default: the engine's `retentionMs`, 24 h). */
   retentionMs?: number;
+  /**
+   * The longest a wrapped handler may hold its key, in ms, 1-2 147 483 647
+   * (Default: 60 000, one minute). A handler that has not answered by then
+   * gives the key up: its lease stops renewing, and the next retry takes
+   * over at once instead of getting 409 forever. Set it per route by
+   * mounting the middleware with its own options.
+   */
+  attemptTimeoutMs?: number;
 }
 
 /** Options of a route that runs a workflow. */
@@ -93,10 +101,14 @@ export interface WrapSettings {
   readonly maxRequestBytes: number;
   readonly maxResponseBytes: number;
   readonly storeResponse: (status: number) => boolean;
-  readonly workflowOptions: { leaseMs?: number; retentionMs?: number };
+  readonly workflowOptions: { leaseMs?: number; retentionMs?: number; attemptTimeoutMs: number };
 }
 
 const MIB = 1024 * 1024;
+/** A request that takes longer than a minute is almost always a handler that will never answer. */
+const WRAPPED_ATTEMPT_TIMEOUT_MS = 60_000;
+/** Node's timer limit: a longer setTimeout fires at once. */
+const MAX_TIMER_MS = 2_147_483_647;
 
 /**
  * Default largest request body of an idempotent request, in bytes (4 MiB):
@@ -130,7 +142,11 @@ export function maxRequestBytes(options: { maxRequestBytes?: number | undefined 
 /** The middleware's settings with defaults applied. */
 export function wrapSettings<Req>(engine: Engine, options: IdempotencyOptions<Req>): WrapSettings {
   checkCommon(engine, options);
-  const workflowOptions: { leaseMs?: number; retentionMs?: number } = {};
+  const bound = positiveInt("attemptTimeoutMs", options.attemptTimeoutMs, WRAPPED_ATTEMPT_TIMEOUT_MS);
+  if (bound > MAX_TIMER_MS) throw new TypeError(`attemptTimeoutMs must be at most ${MAX_TIMER_MS}, got ${bound}`);
+  const workflowOptions: { leaseMs?: number; retentionMs?: number; attemptTimeoutMs: number } = {
+    attemptTimeoutMs: bound,
+  };
   if (options.leaseMs !== undefined) workflowOptions.leaseMs = positiveInt("leaseMs", options.leaseMs, 0);
   if (options.retentionMs !== undefined) {
     workflowOptions.retentionMs = positiveInt("retentionMs", options.retentionMs, 0);

@@ -1,0 +1,71 @@
+/**
+ * Range checks for every duration and count option, with one wording:
+ * "<where>: <option> must be an integer from <min> to <max>, got <value>".
+ * Durations that end up in a timer are capped at Node's limit, because a
+ * longer setTimeout or setInterval fires after 1 ms instead.
+ */
+import { InvalidOptionError } from "../errors.js";
+
+/** Node's timer limit in ms (2^31 - 1). */
+export const MAX_TIMER_MS = 2_147_483_647;
+
+function show(value: unknown): string {
+  return typeof value === "number" || typeof value === "bigint"
+    ? String(value)
+    : (JSON.stringify(value) ?? String(value));
+}
+
+/**
+ * `value` when it is an integer in `[min, max]`, `fallback` when undefined.
+ *
+ * @throws InvalidOptionError naming `where`, the option and the range.
+ */
+export function intOption(
+  where: string,
+  name: string,
+  value: unknown,
+  min: number,
+  max: number,
+  fallback: number,
+): number;
+export function intOption(
+  where: string,
+  name: string,
+  value: unknown,
+  min: number,
+  max: number,
+  fallback?: undefined,
+): number | undefined;
+export function intOption(
+  where: string,
+  name: string,
+  value: unknown,
+  min: number,
+  max: number,
+  fallback?: number,
+): number | undefined {
+  if (value === undefined) return fallback;
+  if (typeof value !== "number" || !Number.isSafeInteger(value) || value < min || value > max) {
+    throw new InvalidOptionError(
+      name,
+      `${where}: ${name} must be an integer from ${min.toLocaleString("en")} to ${max.toLocaleString("en")}, got ${show(value)}`,
+    );
+  }
+  return value;
+}
+
+/**
+ * A heartbeat must fire well inside the lease it renews, or a live run is
+ * taken over between two beats.
+ *
+ * @throws InvalidOptionError when `heartbeatMs` is not below half of `leaseMs`.
+ */
+export function checkHeartbeat(where: string, heartbeatMs: number | undefined, leaseMs: number): void {
+  if (heartbeatMs !== undefined && heartbeatMs * 2 > leaseMs) {
+    throw new InvalidOptionError(
+      "heartbeatMs",
+      `${where}: heartbeatMs (${heartbeatMs}) must be at most half of the lease (leaseMs ${leaseMs}), ` +
+        "or a live run is taken over between two renewals",
+    );
+  }
+}

@@ -7,7 +7,7 @@
 import { existsSync, mkdirSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 import type { Engine } from "@idempo/core";
-import { createEngine } from "@idempo/core";
+import { createEngine, workflow } from "@idempo/core";
 import { CrashSignal, setFaultHook } from "@idempo/core/internal";
 import type { Browser, Page } from "playwright-core";
 import { chromium } from "playwright-core";
@@ -36,6 +36,11 @@ async function crashAt(engine: Engine, point: string, tenantId: string, key: str
   setFaultHook(engine, undefined);
 }
 
+/** A run whose phase returns a value JSON cannot store: parked at once. */
+const poison = workflow("poison")
+  .phase("compute", () => ({ total: 10n as unknown as number }))
+  .respond(() => ({ status: 200, body: null }));
+
 const seeded = useClonedDatabase("idempo_console", {
   pool: 4,
   prepare: async (db) => {
@@ -47,6 +52,7 @@ const seeded = useClonedDatabase("idempo_console", {
     await crashAt(short, "called:step:charge", "acme", "order-1002", 4500);
     await crashAt(short, "after:phase:create_order", "acme", SCRIPT_KEY, 100);
     await crashAt(long, "after:phase:create_order", "globex", "order-2001", 300);
+    await expect(normal.runOnce(poison, { tenantId: "acme", key: "poison-1", input: {} })).rejects.toThrow();
     // Wait until the short leases have run out by the database clock.
     for (let i = 0; i < 200; i++) {
       const page = await normal.listKeys({ stuck: true });
@@ -199,5 +205,41 @@ describe.skipIf(!existsSync(CHROMIUM))("idempo console in a browser", () => {
     expect(after).toMatchObject({ status: "completed", attempt: 2 });
     await page.close();
     expect(alerts).toEqual([]);
+  });
+
+  it("shows parked runs with their reason, and unparks one through the page", async () => {
+    const page = await open(
+      new URL(withActions.tokenUrl as string).pathname + new URL(withActions.tokenUrl as string).search,
+      withActions.url,
+    );
+    await page.goto(`${withActions.url}/runs?view=parked`);
+    const keys = await page.locator("tbody tr").evaluateAll((rows) => rows.map((r) => r.getAttribute("data-key")));
+    expect(keys).toEqual(["poison-1"]);
+    await page.goto(`${withActions.url}/runs/acme/poison-1`);
+    expect(await page.getByText("Parked:").textContent()).toContain("compute");
+    expect(await page.getByTestId("forecast").textContent()).toContain("RunParkedError");
+    await page.getByRole("button", { name: "Unpark" }).click();
+    await page.getByRole("button", { name: "Confirm: Unpark" }).click();
+    await page.waitForURL(/done=unpark/);
+    expect((await engine.inspect("acme", "poison-1"))?.status).toBe("in_flight");
+    await page.close();
+  });
+
+  it("cancels a stuck run through the page: every retry then replays the stored 409", async () => {
+    const page = await open(
+      new URL(withActions.tokenUrl as string).pathname + new URL(withActions.tokenUrl as string).search,
+      withActions.url,
+    );
+    await page.goto(`${withActions.url}/runs/acme/order-1002`);
+    await page.getByRole("button", { name: "Cancel run" }).click();
+    await page.getByRole("button", { name: "Confirm: Cancel run" }).click();
+    await page.waitForURL(/done=cancel/);
+    const replay = await engine.runOnce(checkout, {
+      tenantId: "acme",
+      key: "order-1002",
+      input: { amountCents: 4500 },
+    });
+    expect(replay).toMatchObject({ status: 409, replayed: true, outcome: "canceled" });
+    await page.close();
   });
 });

@@ -31,7 +31,10 @@ export function registerConsole(program: Command, io: Io): void {
     .description("serve a web console: stuck, parked and recent runs, run timelines, the outbox")
     .addOption(new Option("--host <address>", "address to listen on").default("127.0.0.1"))
     .addOption(new Option("--port <port>", "port to listen on (0 picks a free one)").default(4300).argParser(parsePort))
-    .option("--allow-actions", "offer release and outbox retry, each behind a confirmation and the token printed here")
+    .option(
+      "--allow-actions",
+      "offer release, cancel, retry from, unpark and outbox retry, each behind a confirmation and the token printed here",
+    )
     .addHelpText(
       "after",
       `

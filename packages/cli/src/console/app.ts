@@ -130,15 +130,19 @@ export function consoleApp(ctx: ConsoleContext): Hono {
       const action = runAction(verb);
       const record = action ? await ctx.engine.inspect(tenant, key) : null;
       if (!action || !record) return c.text("no such action or run", 404);
+      const item = c.req.query("item");
+      if (action.items && (item === undefined || !action.items(record).includes(item))) {
+        return c.text("choose an item of the run's workflow", 400);
+      }
       return c.html(
         page(
           action.label,
           "",
           confirmPage({
             title: action.label,
-            question: action.question(record),
+            question: action.question(record, item),
             action: c.req.path,
-            fields: {},
+            fields: item === undefined ? {} : { item },
             cancelHref: runPath(tenant, key),
             token: action.applies(record) ? heldToken(c) : null,
           }),
@@ -146,13 +150,18 @@ export function consoleApp(ctx: ConsoleContext): Hono {
       );
     });
     app.post("/actions/:verb/:tenant/:key", async (c) => {
-      if (!(await mayAct(c))) return c.text("action token missing or wrong", 403);
+      const form = await mayAct(c);
+      if (!form) return c.text("action token missing or wrong", 403);
       const { verb, tenant, key } = c.req.param();
       const action = runAction(verb);
       const record = action ? await ctx.engine.inspect(tenant, key) : null;
       if (!action || !record) return c.text("no such action or run", 404);
       if (!action.applies(record)) return c.text(`${action.label} does not apply to this run now`, 409);
-      await action.perform(ctx.engine, record);
+      const item = form.item;
+      if (action.items && (item === undefined || !action.items(record).includes(item))) {
+        return c.text("choose an item of the run's workflow", 400);
+      }
+      await action.perform(ctx.engine, record, item);
       return c.redirect(`${runPath(tenant, key)}?done=${encodeURIComponent(action.name)}`, 303);
     });
   }

@@ -31,6 +31,8 @@ const LOCAL_CSS = `
 const NAV: readonly (readonly [string, string])[] = [
   ["Stuck", "/runs?view=stuck"],
   ["In flight", "/runs?view=in_flight"],
+  ["Parked", "/runs?view=parked"],
+  ["Suspended", "/runs?view=suspended"],
   ["Recent", "/runs?view=recent"],
   ["Completed", "/runs?view=completed"],
   ["Outbox", "/outbox"],

@@ -25,6 +25,7 @@ export function runPage(record: RunRecord, now: Date, allowActions: boolean) {
       <p>tenant <strong>${record.tenantId}</strong> · workflow <strong>${record.workflow}</strong> ·
         ${badge(displayStatus(record))}</p>
     </hgroup>
+    ${record.status === "parked" ? html`<p>Parked: <strong>${record.parkedReason ?? "no reason recorded"}</strong></p>` : ""}
     <article>
       <p>Stopped: <span data-testid="stopped-at">${d.stoppedAt}</span></p>
       <p class="forecast">A retry now would: <span data-testid="forecast">${describeRetry(record, d)}</span></p>
@@ -36,8 +37,15 @@ export function runPage(record: RunRecord, now: Date, allowActions: boolean) {
       }
       ${
         actions.length > 0
-          ? html`<p>${actions.map(
-              (a) => html`<a role="button" href="${actionPath(a.name, record.tenantId, record.key)}">${a.label}</a> `,
+          ? html`<p>${actions.map((a) =>
+              a.items
+                ? html`<details class="dropdown"><summary>${a.label}</summary><ul>${a
+                    .items(record)
+                    .map(
+                      (item) =>
+                        html`<li><a href="${actionPath(a.name, record.tenantId, record.key)}?item=${encodeURIComponent(item)}">${item}</a></li>`,
+                    )}</ul></details>`
+                : html`<a role="button" href="${actionPath(a.name, record.tenantId, record.key)}">${a.label}</a> `,
             )}</p>`
           : ""
       }

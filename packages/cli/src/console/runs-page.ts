@@ -9,6 +9,8 @@ import { runPath } from "./paths.js";
 export const VIEWS = {
   stuck: { title: "Stuck runs", filter: { stuck: true } },
   in_flight: { title: "Runs in flight", filter: { status: "in_flight" } },
+  parked: { title: "Parked runs", filter: { status: "parked" } },
+  suspended: { title: "Suspended runs", filter: { status: "suspended" } },
   recent: { title: "Recent runs", filter: {} },
   completed: { title: "Completed runs", filter: { status: "completed" } },
 } as const satisfies Record<string, { title: string; filter: ListKeysOptions }>;

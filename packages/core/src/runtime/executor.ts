@@ -30,9 +30,9 @@ import {
 } from "../store/progress.js";
 import type { Executor, Ownership, StoredResponse, Tables } from "../store/run-store.js";
 import { swapTraceParent } from "../store/trace.js";
+import { giveUpOwnLease, parkOwnRun } from "../store/transitions.js";
 import type { SpanScope, Telemetry } from "../telemetry/telemetry.js";
 import { keyHash } from "../telemetry/telemetry.js";
-import { giveUpOwnLease, parkOwnRun } from "../store/transitions.js";
 import type { RunInfo } from "../workflow/context.js";
 import type { Definition, Item } from "../workflow/definition.js";
 import { isConnectionLoss, isTransient } from "./db-errors.js";
@@ -141,7 +141,12 @@ export async function execute(deps: ExecutorDeps, plan: Plan): Promise<RunResult
       telemetry.count("leaseLost", { "idempo.workflow": plan.def.name });
       telemetry.log(
         "warn",
-        { workflow: plan.def.name, tenantId: own.tenantId, keyHash: keyHash(own.tenantId, own.key), attempt: plan.attempt },
+        {
+          workflow: plan.def.name,
+          tenantId: own.tenantId,
+          keyHash: keyHash(own.tenantId, own.key),
+          attempt: plan.attempt,
+        },
         "idempo: lease lost; another attempt owns the run now, this one stops",
       );
     },
@@ -232,7 +237,12 @@ export async function execute(deps: ExecutorDeps, plan: Plan): Promise<RunResult
       telemetry.count("parked", { "idempo.workflow": plan.def.name, "idempo.parked.reason": "unstorable_value" });
       telemetry.log(
         "warn",
-        { workflow: plan.def.name, tenantId: own.tenantId, keyHash: keyHash(own.tenantId, own.key), reason: error.message },
+        {
+          workflow: plan.def.name,
+          tenantId: own.tenantId,
+          keyHash: keyHash(own.tenantId, own.key),
+          reason: error.message,
+        },
         "idempo: run parked: a value cannot be stored; fix the code, then unpark it",
       );
       throw error;

@@ -36,10 +36,61 @@ export const GUARDS: readonly GuardRow[] = [
     fn: "takeOverExpiredLease",
     patterns: [
       "AND status = 'in_flight' AND locked_until <= clock_timestamp()",
-      "SET owner_token = @{req.ownerToken}",
-      "attempt = attempt + 1",
-      "RETURNING run_id, attempt, recovery_point",
+      "CASE WHEN x.exhausted THEN NULL ELSE @{req.ownerToken}::text END",
+      "CASE WHEN x.exhausted THEN attempt ELSE attempt + 1 END",
+      "RETURNING status, parked_reason, run_id, attempt, recovery_point",
     ],
+  },
+  {
+    transition: "park (takeover past maxAttempts)",
+    file: "store/claim.ts",
+    fn: "takeOverExpiredLease",
+    patterns: [
+      "CASE WHEN x.exhausted THEN 'parked' ELSE 'in_flight' END",
+      "attempt - attempt_floor >= @{req.maxAttempts}::int AS exhausted",
+    ],
+  },
+  {
+    transition: "park (a value that cannot be stored)",
+    file: "store/transitions.ts",
+    fn: "parkOwnRun",
+    patterns: [FENCE, "SET status = 'parked'"],
+  },
+  {
+    transition: "give up (attempt bound)",
+    file: "store/transitions.ts",
+    fn: "giveUpOwnLease",
+    patterns: [FENCE, "SET owner_token = NULL"],
+  },
+  {
+    transition: "cancel",
+    file: "store/transitions.ts",
+    fn: "cancelRun",
+    patterns: [
+      "SET status = 'completed', owner_token = NULL, locked_until = NULL",
+      "AND status IN ('in_flight', 'parked', 'suspended')",
+    ],
+  },
+  {
+    transition: "unpark",
+    file: "store/transitions.ts",
+    fn: "unparkRun",
+    patterns: ["SET status = 'in_flight'", "attempt_floor = attempt", "AND status = 'parked'"],
+  },
+  {
+    transition: "retryFrom",
+    file: "store/transitions.ts",
+    fn: "rewindRun",
+    patterns: [
+      "owner_token = NULL",
+      "AND (status IN ('parked', 'suspended') OR (status = 'in_flight' AND locked_until <= clock_timestamp()))",
+    ],
+  },
+  {
+    transition: "forget",
+    file: "store/transitions.ts",
+    fn: "deleteRun",
+    patterns: ["NOT (status = 'in_flight' AND locked_until > clock_timestamp())"],
   },
   {
     transition: "phase commit",
@@ -62,7 +113,7 @@ export const GUARDS: readonly GuardRow[] = [
     file: "store/maintenance.ts",
     fn: "sweepBatch",
     patterns: [
-      "WHERE status = 'completed' AND expires_at <= clock_timestamp()",
+      "WHERE status = 'completed' AND expires_at <= now()",
       "FOR UPDATE SKIP LOCKED",
       "AND r.status = 'completed' AND r.expires_at <= clock_timestamp()",
     ],
@@ -71,9 +122,17 @@ export const GUARDS: readonly GuardRow[] = [
     transition: "stale-run selection",
     file: "store/maintenance.ts",
     fn: "selectStaleRuns",
-    patterns: ["WHERE status = 'in_flight' AND locked_until <= clock_timestamp()"],
+    patterns: ["WHERE status = 'in_flight' AND locked_until <= now()"],
   },
-  { transition: "release", file: "store/operations.ts", fn: "expireLease", patterns: ["AND status = 'in_flight'"] },
+  {
+    transition: "release",
+    file: "store/transitions.ts",
+    fn: "releaseLease",
+    patterns: [
+      "SET owner_token = NULL, locked_until = LEAST(locked_until, clock_timestamp())",
+      "AND status = 'in_flight'",
+    ],
+  },
   {
     transition: "resume after the recovery point",
     file: "runtime/executor.ts",

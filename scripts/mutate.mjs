@@ -1,0 +1,170 @@
+#!/usr/bin/env node
+/**
+ * Mutation harness, run by hand (never in CI): apply each fault in
+ * scripts/mutations/*.patch to packages/core/src, one at a time, run the
+ * core suite (and with --torture the torture smoke) and report which tests
+ * caught it. A fault no test catches is a hole in the suite.
+ *
+ *   node scripts/mutate.mjs                      # every patch, core suite only
+ *   node scripts/mutate.mjs --only unfenced-phase-commit --torture
+ *   node scripts/mutate.mjs --list
+ *   node scripts/mutate.mjs --markdown out.md    # also write the table as Markdown
+ *
+ * Each patch is a plain `git diff` of packages/core/src. When the source has
+ * moved on and a patch no longer applies, its row says STALE and the exit
+ * code is 2: refresh it (apply by hand, fix, `git diff > scripts/mutations/NN-name.patch`).
+ * The touched files are saved before a patch goes in and written back
+ * afterwards, also when the suite crashes or the run is interrupted.
+ */
+import { spawnSync } from "node:child_process";
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join, resolve } from "node:path";
+import { parseArgs } from "node:util";
+
+const root = resolve(import.meta.dirname, "..");
+const patchDir = join(root, "scripts", "mutations");
+
+const { values } = parseArgs({
+  options: {
+    only: { type: "string", multiple: true },
+    torture: { type: "boolean", default: false },
+    list: { type: "boolean", default: false },
+    markdown: { type: "string" },
+    "skip-baseline": { type: "boolean", default: false },
+  },
+});
+
+const patches = readdirSync(patchDir)
+  .filter((f) => f.endsWith(".patch"))
+  .sort()
+  .map((file) => ({ file, name: file.replace(/^\d+-/, "").replace(/\.patch$/, "") }));
+
+if (values.list) {
+  for (const p of patches) console.log(p.name);
+  process.exit(0);
+}
+const chosen = values.only ? patches.filter((p) => values.only.includes(p.name)) : patches;
+const unknown = (values.only ?? []).filter((n) => !patches.some((p) => p.name === n));
+if (unknown.length > 0) {
+  console.error(`unknown mutation(s): ${unknown.join(", ")}; see --list`);
+  process.exit(2);
+}
+
+const scratch = mkdtempSync(join(tmpdir(), "idempo-mutate-"));
+
+/** Files a patch touches, from its `+++ b/...` lines. */
+function touchedFiles(patchText) {
+  return [...patchText.matchAll(/^\+\+\+ b\/(.+)$/gm)].map((m) => m[1]);
+}
+
+function git(args, input) {
+  return spawnSync("git", args, { cwd: root, input, encoding: "utf8" });
+}
+
+/** The saved contents of the files under mutation; written back by restore(). */
+let saved = new Map();
+function restore() {
+  for (const [file, text] of saved) writeFileSync(join(root, file), text);
+  saved = new Map();
+}
+for (const signal of ["SIGINT", "SIGTERM", "SIGHUP"]) {
+  process.on(signal, () => {
+    restore();
+    console.error(`\n${signal}: source restored`);
+    process.exit(130);
+  });
+}
+process.on("exit", restore);
+
+/**
+ * Run one vitest suite; returns the failed tests' names, or an error text
+ * when vitest produced no report (a crash or a timeout of the whole run).
+ */
+function runSuite(pkg, files, label) {
+  const out = join(scratch, `${label}-${pkg}.json`);
+  rmSync(out, { force: true });
+  const args = ["--filter", `@idempo/${pkg}`, "exec", "vitest", "run", ...files];
+  args.push("--reporter=dot", "--reporter=json", `--outputFile.json=${out}`);
+  const res = spawnSync("pnpm", args, { cwd: root, encoding: "utf8", timeout: 20 * 60_000 });
+  if (!existsSync(out)) return { error: `no report (exit ${res.status}): ${res.stderr.slice(-400)}`, failed: [] };
+  const report = JSON.parse(readFileSync(out, "utf8"));
+  const failed = [];
+  for (const file of report.testResults) {
+    const rel = file.name.replace(`${root}/packages/${pkg}/`, "");
+    const failedTests = file.assertionResults.filter((a) => a.status === "failed");
+    for (const a of failedTests) failed.push(`${rel} > ${a.fullName}`);
+    // A file that failed to load, or failed in a hook, has no failed test of its own.
+    if (file.status === "failed" && failedTests.length === 0) failed.push(`${rel} (file failed: ${file.message ?? ""})`);
+  }
+  return { error: undefined, failed, passed: report.numPassedTests };
+}
+
+function runAll(label) {
+  const core = runSuite("core", [], label);
+  const torture = values.torture ? runSuite("torture", ["test/smoke.test.ts"], label) : undefined;
+  return { core, torture };
+}
+
+const rows = [];
+let baselineFailures = new Set();
+if (!values["skip-baseline"]) {
+  if (git(["diff", "--quiet", "--", "packages/core/src"]).status !== 0)
+    console.error("note: packages/core/src has uncommitted changes; the patches apply on top of them");
+  console.error("baseline (no mutation) ...");
+  const base = runAll("baseline");
+  if (base.core.error) {
+    console.error(`baseline core suite did not run: ${base.core.error}`);
+    process.exit(2);
+  }
+  baselineFailures = new Set([...base.core.failed, ...(base.torture?.failed ?? [])]);
+  if (baselineFailures.size > 0) {
+    console.error(`baseline has ${baselineFailures.size} failing test(s); they are ignored below:`);
+    for (const f of baselineFailures) console.error(`  ${f}`);
+  }
+}
+
+let stale = 0;
+for (const p of chosen) {
+  const text = readFileSync(join(patchDir, p.file), "utf8");
+  const check = git(["apply", "--check", "-"], text);
+  if (check.status !== 0) {
+    stale++;
+    rows.push({ name: p.name, verdict: "STALE", caughtBy: [], note: check.stderr.trim().split("\n")[0] });
+    console.error(`${p.name}: STALE, the patch no longer applies (${check.stderr.trim().split("\n")[0]})`);
+    continue;
+  }
+  for (const file of touchedFiles(text)) saved.set(file, readFileSync(join(root, file), "utf8"));
+  const started = Date.now();
+  let result;
+  try {
+    const applied = git(["apply", "-"], text);
+    if (applied.status !== 0) throw new Error(`git apply failed: ${applied.stderr}`);
+    console.error(`${p.name}: applied, running the suite ...`);
+    result = runAll(p.name);
+  } finally {
+    restore();
+  }
+  const failed = [...result.core.failed, ...(result.torture?.failed ?? [])].filter((f) => !baselineFailures.has(f));
+  const error = result.core.error ?? result.torture?.error;
+  const verdict = failed.length > 0 ? "caught" : error ? "ERROR" : "MISSED";
+  rows.push({ name: p.name, verdict, caughtBy: failed, note: error ?? "", seconds: Math.round((Date.now() - started) / 1000) });
+  console.error(`${p.name}: ${verdict} (${failed.length} failing test(s), ${Math.round((Date.now() - started) / 1000)} s)`);
+}
+
+const cell = (s) => s.replaceAll("|", "\\|");
+const lines = [
+  "| fault | verdict | tests that failed |",
+  "| --- | --- | --- |",
+  ...rows.map((r) => {
+    const shown = r.caughtBy.slice(0, 4).map(cell).join("<br>");
+    const more = r.caughtBy.length > 4 ? `<br>... ${r.caughtBy.length - 4} more` : "";
+    const note = r.note ? cell(r.note.slice(0, 120)) : "";
+    return `| ${r.name} | ${r.verdict}${r.caughtBy.length ? ` (${r.caughtBy.length})` : ""} | ${shown}${more}${!shown ? note : ""} |`;
+  }),
+];
+console.log(lines.join("\n"));
+if (values.markdown) writeFileSync(values.markdown, `${lines.join("\n")}\n`);
+rmSync(scratch, { recursive: true, force: true });
+const missed = rows.filter((r) => r.verdict !== "caught").length;
+process.exit(stale > 0 ? 2 : missed > 0 ? 1 : 0);

@@ -2,11 +2,13 @@
 /**
  * Mutation harness, run by hand (never in CI): apply each fault in
  * scripts/mutations/*.patch to packages/core/src, one at a time, run the
- * core suite (and with --torture the torture smoke) and report which tests
- * caught it. A fault no test catches is a hole in the suite.
+ * core suite (and with `--suites core,torture` the torture smoke too) and
+ * report which tests caught it. `--repeat N` runs the suites N times per
+ * fault and reports in how many of them it was caught. A fault no test catches is a hole in the suite.
  *
  *   node scripts/mutate.mjs                      # every patch, core suite only
- *   node scripts/mutate.mjs --only unfenced-phase-commit --torture
+ *   node scripts/mutate.mjs --only unfenced-phase-commit --suites core,torture
+ *   node scripts/mutate.mjs --only unfenced-phase-commit --suites torture --repeat 3
  *   node scripts/mutate.mjs --list
  *   node scripts/mutate.mjs --markdown out.md    # also write the table as Markdown
  *
@@ -28,7 +30,8 @@ const patchDir = join(root, "scripts", "mutations");
 const { values } = parseArgs({
   options: {
     only: { type: "string", multiple: true },
-    torture: { type: "boolean", default: false },
+    suites: { type: "string", default: "core" },
+    repeat: { type: "string", default: "1" },
     list: { type: "boolean", default: false },
     markdown: { type: "string" },
     "skip-baseline": { type: "boolean", default: false },
@@ -95,15 +98,30 @@ function runSuite(pkg, files, label) {
     const failedTests = file.assertionResults.filter((a) => a.status === "failed");
     for (const a of failedTests) failed.push(`${rel} > ${a.fullName}`);
     // A file that failed to load, or failed in a hook, has no failed test of its own.
-    if (file.status === "failed" && failedTests.length === 0) failed.push(`${rel} (file failed: ${file.message ?? ""})`);
+    if (file.status === "failed" && failedTests.length === 0)
+      failed.push(`${rel} (file failed: ${file.message ?? ""})`);
   }
   return { error: undefined, failed, passed: report.numPassedTests };
 }
 
+const suites = values.suites.split(",").map((x) => x.trim());
+const unknownSuites = suites.filter((x) => x !== "core" && x !== "torture");
+if (unknownSuites.length > 0 || suites.length === 0) {
+  console.error(`--suites takes core and/or torture, got ${values.suites}`);
+  process.exit(2);
+}
+const repeat = Number(values.repeat);
+if (!Number.isSafeInteger(repeat) || repeat < 1) {
+  console.error(`--repeat must be a positive integer, got ${values.repeat}`);
+  process.exit(2);
+}
+
+/** Run the chosen suites once; failed tests of all of them, and the first error of a suite that did not run. */
 function runAll(label) {
-  const core = runSuite("core", [], label);
-  const torture = values.torture ? runSuite("torture", ["test/smoke.test.ts"], label) : undefined;
-  return { core, torture };
+  const results = suites.map((suite) =>
+    suite === "core" ? runSuite("core", [], label) : runSuite("torture", ["test/smoke.test.ts"], label),
+  );
+  return { failed: results.flatMap((r) => r.failed), error: results.find((r) => r.error)?.error };
 }
 
 const rows = [];
@@ -113,11 +131,11 @@ if (!values["skip-baseline"]) {
     console.error("note: packages/core/src has uncommitted changes; the patches apply on top of them");
   console.error("baseline (no mutation) ...");
   const base = runAll("baseline");
-  if (base.core.error) {
-    console.error(`baseline core suite did not run: ${base.core.error}`);
+  if (base.error) {
+    console.error(`baseline suite did not run: ${base.error}`);
     process.exit(2);
   }
-  baselineFailures = new Set([...base.core.failed, ...(base.torture?.failed ?? [])]);
+  baselineFailures = new Set(base.failed);
   if (baselineFailures.size > 0) {
     console.error(`baseline has ${baselineFailures.size} failing test(s); they are ignored below:`);
     for (const f of baselineFailures) console.error(`  ${f}`);
@@ -136,20 +154,26 @@ for (const p of chosen) {
   }
   for (const file of touchedFiles(text)) saved.set(file, readFileSync(join(root, file), "utf8"));
   const started = Date.now();
-  let result;
+  const rounds = [];
   try {
     const applied = git(["apply", "-"], text);
     if (applied.status !== 0) throw new Error(`git apply failed: ${applied.stderr}`);
-    console.error(`${p.name}: applied, running the suite ...`);
-    result = runAll(p.name);
+    for (let r = 1; r <= repeat; r++) {
+      console.error(`${p.name}: applied, running ${suites.join(" + ")}${repeat > 1 ? ` (${r}/${repeat})` : ""} ...`);
+      const result = runAll(`${p.name}-${r}`);
+      rounds.push({ failed: result.failed.filter((f) => !baselineFailures.has(f)), error: result.error });
+    }
   } finally {
     restore();
   }
-  const failed = [...result.core.failed, ...(result.torture?.failed ?? [])].filter((f) => !baselineFailures.has(f));
-  const error = result.core.error ?? result.torture?.error;
-  const verdict = failed.length > 0 ? "caught" : error ? "ERROR" : "MISSED";
-  rows.push({ name: p.name, verdict, caughtBy: failed, note: error ?? "", seconds: Math.round((Date.now() - started) / 1000) });
-  console.error(`${p.name}: ${verdict} (${failed.length} failing test(s), ${Math.round((Date.now() - started) / 1000)} s)`);
+  const caught = rounds.filter((r) => r.failed.length > 0).length;
+  const failed = [...new Set(rounds.flatMap((r) => r.failed))];
+  const error = rounds.find((r) => r.error)?.error;
+  const verdict =
+    caught === repeat ? "caught" : caught > 0 ? `caught in ${caught} of ${repeat}` : error ? "ERROR" : "MISSED";
+  const seconds = Math.round((Date.now() - started) / 1000);
+  rows.push({ name: p.name, verdict, caughtBy: failed, note: error ?? "" });
+  console.error(`${p.name}: ${verdict} (${failed.length} failing test(s), ${seconds} s)`);
 }
 
 const cell = (s) => s.replaceAll("|", "\\|");
@@ -167,4 +191,5 @@ console.log(lines.join("\n"));
 if (values.markdown) writeFileSync(values.markdown, `${lines.join("\n")}\n`);
 rmSync(scratch, { recursive: true, force: true });
 const missed = rows.filter((r) => r.verdict !== "caught").length;
+if (repeat > 1) console.log(`(each fault run ${repeat} times; "caught" means caught every time)`);
 process.exit(stale > 0 ? 2 : missed > 0 ? 1 : 0);

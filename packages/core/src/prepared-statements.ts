@@ -15,9 +15,10 @@ interface QueryableClient {
   query(...args: unknown[]): unknown;
 }
 
-/** Where node-postgres reports a connection that died outside a query. */
+/** Where node-postgres reports a connection that died outside a query (a pool also announces new clients). */
 interface ErrorEmitter {
   on(event: "error", listener: (error: Error) => void): unknown;
+  on(event: "connect", listener: (client: unknown) => void): unknown;
 }
 
 /** The part of a node-postgres pool Kysely's `PostgresDialect` uses. */
@@ -58,7 +59,7 @@ function listenForConnectionErrors(pool: unknown, onError: (error: Error) => voi
   };
   if (canEmitErrors(pool)) {
     pool.on("error", onError);
-    (pool as { on(event: "connect", listener: (client: unknown) => void): unknown }).on("connect", guard);
+    pool.on("connect", guard);
   }
   return guard;
 }

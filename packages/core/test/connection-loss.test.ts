@@ -22,7 +22,12 @@ function runChild(mode: "wrapped" | "plain" | "bare") {
     timeout: 90_000,
   });
   const last = res.stdout.trim().split("\n").pop() ?? "";
-  return { code: res.status, signal: res.signal, stderr: res.stderr, result: last.startsWith("{") ? JSON.parse(last) : undefined };
+  return {
+    code: res.status,
+    signal: res.signal,
+    stderr: res.stderr,
+    result: last.startsWith("{") ? JSON.parse(last) : undefined,
+  };
 }
 
 describe("connection loss in a phase never kills the process", () => {
@@ -30,14 +35,22 @@ describe("connection loss in a phase never kills the process", () => {
     const run = runChild("wrapped");
     expect(run.stderr).not.toContain("Unhandled 'error' event");
     expect(run.code).toBe(0);
-    expect(run.result).toEqual({ firstError: "DatabaseUnavailableError", retried: { status: 201, replayed: false }, orders: 1 });
+    expect(run.result).toEqual({
+      firstError: "DatabaseUnavailableError",
+      retried: { status: 201, replayed: false },
+      orders: 1,
+    });
   }, 120_000);
 
   it("on a plain pool with the two listeners the README shows", () => {
     const run = runChild("plain");
     expect(run.stderr).not.toContain("Unhandled 'error' event");
     expect(run.code).toBe(0);
-    expect(run.result).toEqual({ firstError: "DatabaseUnavailableError", retried: { status: 201, replayed: false }, orders: 1 });
+    expect(run.result).toEqual({
+      firstError: "DatabaseUnavailableError",
+      retried: { status: 201, replayed: false },
+      orders: 1,
+    });
   }, 120_000);
 
   // The control: without any listener the same scenario does crash, so the two above can fail.

@@ -17,7 +17,11 @@ export interface FleetOptions {
   readonly onFenced: (count: number) => void;
   /** A worker died; `calls` were outstanding on it. */
   readonly onExit: (worker: WorkerProcess, signal: NodeJS.Signals | null, calls: readonly number[]) => void;
+  /** A zombie round's messages: a worker froze itself, a successor waits, the zombie tried its write. */
+  readonly onZombieEvent: (worker: WorkerProcess, message: ZombieEvent) => void;
 }
+
+export type ZombieEvent = Extract<WorkerMessage, { type: "frozen" | "held" | "zombie-tried" }>;
 
 export interface WorkerProcess {
   /** Unique per process, also part of its connections' application_name. */
@@ -81,6 +85,11 @@ export class Fleet {
     setTimeout(() => this.resume(worker), ms).unref();
   }
 
+  /** Send to every live worker (paused ones get it when they wake). */
+  broadcast(message: DriverMessage, except?: WorkerProcess): void {
+    for (const w of this.alive()) if (w !== except) this.send(w, message);
+  }
+
   resume(worker: WorkerProcess): void {
     if (worker.state !== "paused") return;
     worker.state = "ready";
@@ -117,8 +126,12 @@ export class Fleet {
       } else if (message.type === "result") {
         worker.calls.delete(message.callId);
         this.#options.onResult(message.callId, message.outcomes);
-      } else {
+      } else if (message.type === "fenced") {
         this.#options.onFenced(message.count);
+      } else {
+        // It stops itself right after this message: no call may go to it until the driver wakes it.
+        if (message.type === "frozen" && worker.state === "ready") worker.state = "paused";
+        this.#options.onZombieEvent(worker, message);
       }
     });
     child.on("error", () => undefined);

@@ -54,8 +54,6 @@ if (unknown.length > 0) {
   process.exit(2);
 }
 
-const scratch = mkdtempSync(join(tmpdir(), "idempo-mutate-"));
-
 /** Files a patch touches, from its `+++ b/...` lines. */
 function touchedFiles(patchText) {
   return [...patchText.matchAll(/^\+\+\+ b\/(.+)$/gm)].map((m) => m[1]);
@@ -96,7 +94,11 @@ function runSuite(pkg, files, label) {
   for (const file of report.testResults) {
     const rel = file.name.replace(`${root}/packages/${pkg}/`, "");
     const failedTests = file.assertionResults.filter((a) => a.status === "failed");
-    for (const a of failedTests) failed.push(`${rel} > ${a.fullName}`);
+    for (const a of failedTests) {
+      failed.push(`${rel} > ${a.fullName}`);
+      const why = String(a.failureMessages?.[0] ?? "").split("\n")[0];
+      console.error(`  failed: ${rel} > ${a.fullName}: ${why.slice(0, 200)}`);
+    }
     // A file that failed to load, or failed in a hook, has no failed test of its own.
     if (file.status === "failed" && failedTests.length === 0)
       failed.push(`${rel} (file failed: ${file.message ?? ""})`);
@@ -115,6 +117,8 @@ if (!Number.isSafeInteger(repeat) || repeat < 1) {
   console.error(`--repeat must be a positive integer, got ${values.repeat}`);
   process.exit(2);
 }
+
+const scratch = mkdtempSync(join(tmpdir(), "idempo-mutate-"));
 
 /** Run the chosen suites once; failed tests of all of them, and the first error of a suite that did not run. */
 function runAll(label) {

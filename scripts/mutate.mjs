@@ -18,7 +18,7 @@
  * The touched files are saved before a patch goes in and written back
  * afterwards, also when the suite crashes or the run is interrupted.
  */
-import { spawnSync } from "node:child_process";
+import { spawn, spawnSync } from "node:child_process";
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
@@ -69,8 +69,11 @@ function restore() {
   for (const [file, text] of saved) writeFileSync(join(root, file), text);
   saved = new Map();
 }
+/** The suite running now, stopped with the harness. */
+let running;
 for (const signal of ["SIGINT", "SIGTERM", "SIGHUP"]) {
   process.on(signal, () => {
+    running?.kill("SIGTERM");
     restore();
     console.error(`\n${signal}: source restored`);
     process.exit(130);
@@ -82,13 +85,23 @@ process.on("exit", restore);
  * Run one vitest suite; returns the failed tests' names, or an error text
  * when vitest produced no report (a crash or a timeout of the whole run).
  */
-function runSuite(pkg, files, label) {
+async function runSuite(pkg, files, label) {
   const out = join(scratch, `${label}-${pkg}.json`);
   rmSync(out, { force: true });
   const args = ["--filter", `@idempo/${pkg}`, "exec", "vitest", "run", ...files];
   args.push("--reporter=dot", "--reporter=json", `--outputFile.json=${out}`);
-  const res = spawnSync("pnpm", args, { cwd: root, encoding: "utf8", timeout: 20 * 60_000 });
-  if (!existsSync(out)) return { error: `no report (exit ${res.status}): ${res.stderr.slice(-400)}`, failed: [] };
+  // Asynchronous, so an interrupt reaches the handler below (which restores the source) at once.
+  const child = spawn("pnpm", args, { cwd: root, stdio: ["ignore", "ignore", "pipe"] });
+  running = child;
+  let stderr = "";
+  child.stderr.setEncoding("utf8").on("data", (d) => {
+    stderr = (stderr + d).slice(-2000);
+  });
+  const timer = setTimeout(() => child.kill("SIGKILL"), 30 * 60_000);
+  const status = await new Promise((resolve) => child.on("close", (code) => resolve(code)));
+  clearTimeout(timer);
+  running = undefined;
+  if (!existsSync(out)) return { error: `no report (exit ${status}): ${stderr.slice(-400)}`, failed: [] };
   const report = JSON.parse(readFileSync(out, "utf8"));
   const failed = [];
   for (const file of report.testResults) {
@@ -121,10 +134,12 @@ if (!Number.isSafeInteger(repeat) || repeat < 1) {
 const scratch = mkdtempSync(join(tmpdir(), "idempo-mutate-"));
 
 /** Run the chosen suites once; failed tests of all of them, and the first error of a suite that did not run. */
-function runAll(label) {
-  const results = suites.map((suite) =>
-    suite === "core" ? runSuite("core", [], label) : runSuite("torture", ["test/smoke.test.ts"], label),
-  );
+async function runAll(label) {
+  const results = [];
+  for (const suite of suites)
+    results.push(
+      await (suite === "core" ? runSuite("core", [], label) : runSuite("torture", ["test/smoke.test.ts"], label)),
+    );
   return { failed: results.flatMap((r) => r.failed), error: results.find((r) => r.error)?.error };
 }
 
@@ -134,7 +149,7 @@ if (!values["skip-baseline"]) {
   if (git(["diff", "--quiet", "--", "packages/core/src"]).status !== 0)
     console.error("note: packages/core/src has uncommitted changes; the patches apply on top of them");
   console.error("baseline (no mutation) ...");
-  const base = runAll("baseline");
+  const base = await runAll("baseline");
   if (base.error) {
     console.error(`baseline suite did not run: ${base.error}`);
     process.exit(2);
@@ -164,7 +179,7 @@ for (const p of chosen) {
     if (applied.status !== 0) throw new Error(`git apply failed: ${applied.stderr}`);
     for (let r = 1; r <= repeat; r++) {
       console.error(`${p.name}: applied, running ${suites.join(" + ")}${repeat > 1 ? ` (${r}/${repeat})` : ""} ...`);
-      const result = runAll(`${p.name}-${r}`);
+      const result = await runAll(`${p.name}-${r}`);
       rounds.push({ failed: result.failed.filter((f) => !baselineFailures.has(f)), error: result.error });
     }
   } finally {

@@ -58,7 +58,7 @@ export async function commitPhase(tx: Executor, t: Tables, own: Ownership, adv: 
       SET recovery_point = ${adv.name}, state = ${adv.state}::json, updated_at = clock_timestamp(),
           ${leaseOrCompletion(adv)}
       WHERE tenant_id = ${own.tenantId} AND key = ${own.key}
-        AND status = 'in_flight'
+        AND owner_token = ${own.ownerToken} AND status = 'in_flight'
       RETURNING 1
     ), logged AS (
       INSERT INTO ${t.history} (tenant_id, key, run_id, entry_id, kind, name, attempt, outcome, started_at, finished_at)

@@ -144,6 +144,17 @@ async function runAll(label) {
 }
 
 const rows = [];
+// A fault left in the source (an interrupted run, a stray commit) would make every verdict below wrong.
+const alreadyIn = patches.filter(
+  (p) => git(["apply", "--check", "-R", "-"], readFileSync(join(patchDir, p.file), "utf8")).status === 0,
+);
+if (alreadyIn.length > 0) {
+  console.error(
+    `packages/core/src already contains the fault(s) ${alreadyIn.map((p) => p.name).join(", ")}; restore it first`,
+  );
+  process.exit(2);
+}
+
 let baselineFailures = new Set();
 if (!values["skip-baseline"]) {
   if (git(["diff", "--quiet", "--", "packages/core/src"]).status !== 0)

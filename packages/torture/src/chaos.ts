@@ -104,7 +104,7 @@ export class Chaos {
   #stopped = false;
   #loop: Promise<void> = Promise.resolve();
   /** Listeners for a zombie round's worker messages. */
-  #waiters: ((worker: WorkerProcess, event: ZombieEvent) => void)[] = [];
+  #waiters: ((worker: WorkerProcess, event: ZombieEvent) => boolean)[] = [];
 
   constructor(options: ChaosOptions) {
     this.#o = options;
@@ -150,7 +150,10 @@ export class Chaos {
 
   /** A zombie round's message from a worker (frozen, held, zombie-tried). */
   onZombieEvent(worker: WorkerProcess, event: ZombieEvent): void {
-    for (const waiter of [...this.#waiters]) waiter(worker, event);
+    let wanted = false;
+    for (const waiter of [...this.#waiters]) wanted = waiter(worker, event) || wanted;
+    // A worker that froze for no round (a late retry of a finished round's intent) must not sleep forever.
+    if (!wanted && event.type === "frozen") this.#o.fleet.resume(worker);
   }
 
   #dueAt(i: number): number {
@@ -227,8 +230,9 @@ export class Chaos {
     return new Promise((resolve) => {
       const waiter = (worker: WorkerProcess, event: ZombieEvent) => {
         const value = match(worker, event);
-        if (value === undefined) return;
+        if (value === undefined) return false;
         finish(value);
+        return true;
       };
       const timer = setTimeout(() => finish(undefined), ROUND_DEADLINE_MS);
       const finish = (value: T | undefined) => {

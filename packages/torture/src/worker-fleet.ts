@@ -41,6 +41,7 @@ export class Fleet {
   readonly #options: FleetOptions;
   readonly #workers = new Set<WorkerProcess>();
   #nextIndex = 1;
+  readonly #holds = new Map<string, Extract<DriverMessage, { type: "hold" }>>();
   #closing = false;
 
   constructor(options: FleetOptions) {
@@ -85,8 +86,13 @@ export class Fleet {
     setTimeout(() => this.resume(worker), ms).unref();
   }
 
-  /** Send to every live worker (paused ones get it when they wake). */
+  /**
+   * Send to every live worker (paused ones get it when they wake). Holds
+   * stay in force until released: a worker started later gets them too.
+   */
   broadcast(message: DriverMessage, except?: WorkerProcess): void {
+    if (message.type === "hold") this.#holds.set(`${message.tenantId}\u0000${message.key}`, message);
+    if (message.type === "release") this.#holds.delete(`${message.tenantId}\u0000${message.key}`);
     for (const w of this.alive()) if (w !== except) this.send(w, message);
   }
 
@@ -122,6 +128,7 @@ export class Fleet {
     this.#workers.add(worker);
     child.on("message", (message: WorkerMessage) => {
       if (message.type === "ready") {
+        for (const hold of this.#holds.values()) this.send(worker, hold);
         if (worker.state === "starting") worker.state = "ready";
       } else if (message.type === "result") {
         worker.calls.delete(message.callId);

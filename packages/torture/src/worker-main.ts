@@ -49,6 +49,13 @@ setFaultHook(engine, async (point, run) => {
   const rk = runKey(run.tenantId, run.key);
   if (zombie?.runKey === rk && zombie.attempt === run.attempt && point !== zombie.point)
     zombieTried(`reached ${point}`);
+  // The successor of a frozen zombie waits here; it never freezes itself as a second zombie.
+  const hold = holds.get(rk);
+  if (hold && run.attempt > hold.afterAttempt) {
+    send({ type: "held", tenantId: run.tenantId, key: run.key, point, attempt: run.attempt });
+    await hold.release;
+    return;
+  }
   if (freezes.get(rk) === point) {
     freezes.delete(rk);
     zombie = { runKey: rk, tenantId: run.tenantId, key: run.key, attempt: run.attempt, point };
@@ -57,12 +64,6 @@ setFaultHook(engine, async (point, run) => {
     await sendNow({ type: "frozen", tenantId: run.tenantId, key: run.key, point, attempt: run.attempt });
     // Stopped here, between two writes, with the lease running out: the driver wakes us once a successor waits.
     process.kill(process.pid, "SIGSTOP");
-    return;
-  }
-  const hold = holds.get(rk);
-  if (hold && run.attempt > hold.afterAttempt) {
-    send({ type: "held", tenantId: run.tenantId, key: run.key, point, attempt: run.attempt });
-    await hold.release;
     return;
   }
   if (point === armed) process.kill(process.pid, "SIGKILL");
@@ -129,7 +130,10 @@ process.on("message", (message: DriverMessage) => {
     const release = new Promise<void>((resolve) => {
       open = resolve;
     });
-    holds.set(runKey(message.tenantId, message.key), { afterAttempt: message.afterAttempt, release, open });
+    const rk = runKey(message.tenantId, message.key);
+    holds.set(rk, { afterAttempt: message.afterAttempt, release, open });
+    // A retry sent before the zombie froze may carry the freeze point: the round has its zombie already.
+    freezes.delete(rk);
     return;
   }
   if (message.type === "release") {
@@ -139,7 +143,7 @@ process.on("message", (message: DriverMessage) => {
     return;
   }
   const rk = runKey(message.tenantId, message.key);
-  if (message.freezeAt !== undefined) freezes.set(rk, message.freezeAt);
+  if (message.freezeAt !== undefined && !holds.has(rk)) freezes.set(rk, message.freezeAt);
   const clients = Array.from({ length: message.clients }, () => client(message));
   void Promise.all(clients).then((outcomes) => {
     // The woken zombie's call ended before it reached another boundary (its write was refused).

@@ -11,7 +11,9 @@ export default defineConfig({
   test: {
     globalSetup: ["./test/global-setup.ts"],
     include: ["src/**/*.test.ts", "test/**/*.test.ts"],
-    testTimeout: 30_000,
-    hookTimeout: 60_000,
+    // Generous on purpose: a test bounds its work, and a timeout only catches a hang.
+    // A shared, loaded machine may take many times longer than an idle one.
+    testTimeout: 120_000,
+    hookTimeout: 180_000,
   },
 });

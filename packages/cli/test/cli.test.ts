@@ -316,13 +316,13 @@ describe("exit codes", () => {
     expect(cases[4]?.stderr).toMatch(/no database: pass --database-url or set DATABASE_URL/);
   });
 
-  it("an unreachable database exits 1 within seconds with one clear line", async () => {
+  // No clock: a command that kept retrying would be killed by the helper's timeout and exit without code 1.
+  it("an unreachable database exits 1 with one clear line", async () => {
     const port = await closedPort();
     const res = await idempo(["keys", "stuck", "--database-url", `postgres://app:secret@127.0.0.1:${port}/shop`]);
     expect(res.code).toBe(1);
     expect(res.stderr).toBe(`idempo: cannot connect to the database at 127.0.0.1:${port}: connection refused\n`);
     expect(res.stderr).not.toContain("secret");
-    expect(res.ms).toBeLessThan(8_000);
   });
 
   it("--help exits 0 with examples", async () => {

@@ -20,6 +20,7 @@ export {
 export type { JsonObject, JsonValue } from "./json/json-value.js";
 export { deriveStepKey } from "./keys/derived-key.js";
 export { MAX_KEY_BYTES } from "./keys/key-validation.js";
+export type { PreparedStatementsOptions } from "./prepared-statements.js";
 export { withPreparedStatements } from "./prepared-statements.js";
 export type { AdminApi, ListOutboxOptions, OutboxEntry, WorkflowStats } from "./runtime/admin-api.js";
 export type {

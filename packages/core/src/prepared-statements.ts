@@ -15,10 +15,53 @@ interface QueryableClient {
   query(...args: unknown[]): unknown;
 }
 
+/** Where node-postgres reports a connection that died outside a query (a pool also announces new clients). */
+interface ErrorEmitter {
+  on(event: "error", listener: (error: Error) => void): unknown;
+  on(event: "connect", listener: (client: unknown) => void): unknown;
+}
+
 /** The part of a node-postgres pool Kysely's `PostgresDialect` uses. */
 interface ConnectablePool<C extends QueryableClient> {
   connect(): Promise<C>;
   end(): Promise<void>;
+}
+
+/** Options of {@link withPreparedStatements}. */
+export interface PreparedStatementsOptions {
+  /**
+   * Called with the `'error'` event of the pool or of one of its clients: a
+   * backend terminated, a server restart, a dropped network, between two
+   * queries. (Default: ignore it; the next query on that connection fails and
+   * idempo raises `DatabaseUnavailableError`.) Use it to log.
+   */
+  readonly onConnectionError?: (error: Error) => void;
+}
+
+function canEmitErrors(value: unknown): value is ErrorEmitter {
+  return typeof (value as Partial<ErrorEmitter> | null)?.on === "function";
+}
+
+/**
+ * node-postgres emits `'error'` on a client whose backend dies while no query
+ * runs on it (a phase's transaction waiting on workflow code), and on the
+ * pool for idle clients. An `'error'` event nobody listens to kills the
+ * process, so the engine would never get to report the loss. One listener
+ * per client and one on the pool; the broken client is dropped by the pool
+ * when it is released.
+ */
+function listenForConnectionErrors(pool: unknown, onError: (error: Error) => void): (client: unknown) => void {
+  const listening = new WeakSet<object>();
+  const guard = (client: unknown) => {
+    if (!canEmitErrors(client) || listening.has(client)) return;
+    listening.add(client);
+    client.on("error", onError);
+  };
+  if (canEmitErrors(pool)) {
+    pool.on("error", onError);
+    pool.on("connect", guard);
+  }
+  return guard;
 }
 
 const names = new Map<string, string>();
@@ -49,20 +92,37 @@ function naming<C extends QueryableClient>(client: C): C {
 /**
  * Wrap a `pg.Pool` so idempo's claim, takeover, commit and renewal
  * statements run as prepared (named) statements. Give the result to
- * Kysely's `PostgresDialect`; everything else about the pool is unchanged.
- * Each distinct statement is prepared once per connection (about ten).
+ * Kysely's `PostgresDialect`. Each distinct statement is prepared once per
+ * connection (about ten).
+ *
+ * It also listens for `'error'` events on the pool and on every client it
+ * hands out, so a lost connection (`pg_terminate_backend`, a server
+ * restart, a dropped network) never crashes the process: the run in
+ * progress raises `DatabaseUnavailableError` and a retry after its lease
+ * resumes it. Those listeners are added to the pool itself, so they also
+ * cover other users of the same pool; everything else about it is unchanged.
  *
  * @example
  * const pool = new pg.Pool({ connectionString })
  * const db = new Kysely<DB>({ dialect: new PostgresDialect({ pool: withPreparedStatements(pool) }) })
  *
  * @param pool a node-postgres `Pool` (or anything with the same `connect`).
+ * @param options `onConnectionError` to log lost connections (Default: ignored).
  * @returns a pool whose clients name idempo's statements.
  */
-export function withPreparedStatements<C extends QueryableClient, P extends ConnectablePool<C>>(pool: P): P {
+export function withPreparedStatements<C extends QueryableClient, P extends ConnectablePool<C>>(
+  pool: P,
+  options: PreparedStatementsOptions = {},
+): P {
+  const guard = listenForConnectionErrors(pool, options.onConnectionError ?? (() => undefined));
   return new Proxy(pool, {
     get(target, property, receiver) {
-      if (property === "connect") return async () => naming(await target.connect());
+      if (property === "connect")
+        return async () => {
+          const client = await target.connect();
+          guard(client);
+          return naming(client);
+        };
       const value = Reflect.get(target, property, receiver);
       return typeof value === "function" ? value.bind(target) : value;
     },

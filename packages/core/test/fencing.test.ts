@@ -11,7 +11,7 @@ import { createEngine, IdempotencyKeyInProgressError, LeaseLostError, workflow }
 import { setHeartbeatSilenced } from "../src/internal.ts";
 import { type TestDb, useTestDatabase } from "./support/db.ts";
 import { countOrders, historyOf, recordSnapshot } from "./support/effects.ts";
-import { pauseAt, sleep, waitForLeaseExpiry } from "./support/faults.ts";
+import { pauseAt, waitForLeaseExpiry, waitPastCurrentLease } from "./support/faults.ts";
 import { FakePayments } from "./support/payments.ts";
 
 const t = useTestDatabase();
@@ -272,24 +272,28 @@ describe("zombie attempt after a takeover", () => {
 
 describe("live attempts and the heartbeat", () => {
   it("a slow attempt that renews its lease keeps its key: retries get 409, no takeover", async () => {
-    // The step outlasts the lease twice over: only the heartbeat keeps the key.
-    const a = createEngine({ db: t.db, leaseMs: 700, heartbeatMs: 100 });
-    const b = createEngine({ db: second, leaseMs: 700 });
+    // The step outlasts the lease three times over: only the heartbeat keeps the key.
+    const a = createEngine({ db: t.db, leaseMs: 1500, heartbeatMs: 100 });
+    const b = createEngine({ db: second, leaseMs: 1500 });
     let calls = 0;
+    const started = gate();
     const slow = workflow("slow")
       .step("export", async () => {
         calls++;
-        await sleep(1500);
+        started.reach();
+        await started.wait;
         return { done: true };
       })
       .respond(({ state }) => ({ status: 200, body: state }));
     const running = a.runOnce(slow, { tenantId: T, key: "hb-live", input: {} }).catch((e: unknown) => e);
+    await started.reached;
     for (let i = 0; i < 3; i++) {
-      await sleep(400);
+      await waitPastCurrentLease(t.db, T, "hb-live");
       await expect(b.runOnce(slow, { tenantId: T, key: "hb-live", input: {} })).rejects.toBeInstanceOf(
         IdempotencyKeyInProgressError,
       );
     }
+    started.open();
     expect(await running).toMatchObject({ status: 200, replayed: false });
     expect(calls).toBe(1);
     expect((await a.inspect(T, "hb-live"))?.attempt).toBe(1);
@@ -299,20 +303,24 @@ describe("live attempts and the heartbeat", () => {
     const a = createEngine({ db: t.db }); // engine lease 30 s: a heartbeat derived from it would tick every 10 s
     const b = createEngine({ db: second });
     let calls = 0;
-    const wf = workflow("short_lease", { leaseMs: 500 })
+    const started = gate();
+    const wf = workflow("short_lease", { leaseMs: 3000 })
       .step("export", async () => {
         calls++;
-        await sleep(1300);
+        started.reach();
+        await started.wait;
         return { done: true };
       })
       .respond(({ state }) => ({ status: 200, body: state }));
     const running = a.runOnce(wf, { tenantId: T, key: "wf-lease", input: {} }).catch((e: unknown) => e);
-    for (const at of [700, 400]) {
-      await sleep(at);
+    await started.reached;
+    for (let i = 0; i < 2; i++) {
+      await waitPastCurrentLease(t.db, T, "wf-lease");
       await expect(b.runOnce(wf, { tenantId: T, key: "wf-lease", input: {} })).rejects.toBeInstanceOf(
         IdempotencyKeyInProgressError,
       );
     }
+    started.open();
     expect(await running).toMatchObject({ status: 200, replayed: false });
     expect(calls).toBe(1);
     expect((await a.inspect(T, "wf-lease"))?.attempt).toBe(1);
@@ -323,11 +331,14 @@ describe("live attempts and the heartbeat", () => {
     const b = createEngine({ db: second, leaseMs: 300 });
     setHeartbeatSilenced(b, true);
     const seen: { aborted: boolean; reason: unknown }[] = [];
+    const inStep = gate();
     const wf = workflow("watched")
       .step("export", async ({ attempt, signal }) => {
         if (attempt > 1) return { by: attempt };
+        inStep.reach();
         await new Promise<void>((resolve) => {
-          const timer = setTimeout(resolve, 5_000);
+          // Only a broken heartbeat gets here; the assertions below then fail.
+          const timer = setTimeout(resolve, 60_000);
           const onAbort = () => {
             clearTimeout(timer);
             resolve();
@@ -338,21 +349,20 @@ describe("live attempts and the heartbeat", () => {
         return { by: attempt };
       })
       .respond(({ state }) => ({ status: 200, body: state }));
-    const started = Date.now();
     const attemptA = a.runOnce(wf, { tenantId: T, key: "hb-lost", input: {} }).catch((e: unknown) => e);
-    await sleep(50);
+    await inStep.reached;
     // B stays in flight (held after its call) so only the owner token can tell A it lost the key.
     const pauseB = pauseAt(b, "called:step:export", { attempt: 2 });
     // The live heartbeat may renew between release and the retry; try until B takes over.
     let attemptB: Promise<unknown> | undefined;
-    while (!attemptB && Date.now() - started < 4_000) {
+    const deadline = Date.now() + 60_000;
+    while (!attemptB && Date.now() < deadline) {
       await b.release(T, "hb-lost");
       const p = b.runOnce(wf, { tenantId: T, key: "hb-lost", input: {} }).catch((e: unknown) => e);
       if ((await Promise.race([pauseB.reached.then(() => "taken"), p.then(() => "refused")])) === "taken") attemptB = p;
     }
     expect(attemptB).toBeDefined();
     expectLeaseLost(await attemptA);
-    expect(Date.now() - started).toBeLessThan(4_000);
     expect(seen).toHaveLength(1);
     expect(seen[0]?.aborted).toBe(true);
     expect(seen[0]?.reason).toBeInstanceOf(LeaseLostError);

@@ -89,11 +89,11 @@ describe("input validation: over-long and malformed keys (BR-19)", () => {
     expect((await refusedBeforeSql(randomKey(256))).message).toMatch(/255 UTF-8 bytes/);
   });
 
-  it("a 100 000-character key is refused fast", async () => {
+  // No clock: "fast" is shown by what does not happen. The key is refused on
+  // its length before any SQL, so no statement ever carries 100 000 characters.
+  it("a 100 000-character key is refused before any SQL", async () => {
     const key = randomKey(100_000);
-    const started = performance.now();
-    await rejectionOf(call(key));
-    expect(performance.now() - started).toBeLessThan(100);
+    expect(await rejectionOf(call(key))).toMatchObject({ code: "invalid_key" });
     await refusedBeforeSql(key);
   });
 

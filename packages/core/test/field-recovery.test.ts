@@ -11,6 +11,7 @@ import { CrashSignal, setFaultHook } from "../src/internal.ts";
 import { deferred, raceThroughBarrier, rejectionOf, sleep } from "./field-support/harness.ts";
 import { makeCheckout } from "./support/checkout.ts";
 import { useTestDatabase } from "./support/db.ts";
+import { waitFor, waitPastCurrentLease } from "./support/faults.ts";
 import { FakePayments } from "./support/payments.ts";
 
 const t = useTestDatabase();
@@ -19,17 +20,21 @@ const LEASE_MS = 1000;
 describe("recovery: a live run is never taken over (BR-12)", () => {
   it("a run whose step outlives its lease, with renewal, gets only 409s, is never listed as stuck nor adopted by resumeStale", async () => {
     let slowCalls = 0;
+    // The step ends only after its lease has been outlived twice and the
+    // other instance has polled 25 times: bounded work, no guess of how long it takes.
+    const outlived = deferred();
     const report = workflow("report")
       .phase("start", () => ({ startedBy: "A" }))
       .step("slow_report", async () => {
         slowCalls++;
-        await sleep(1500);
+        await outlived.promise;
         return { pages: 3 };
       })
       .respond(({ state }) => ({ status: 201, body: state }));
 
     // Engine and run start in the same millisecond.
-    const engineA = createEngine({ db: t.db, leaseMs: LEASE_MS });
+    // A lease six heartbeats long (the default heartbeat is a third): a slow tick cannot lose it.
+    const engineA = createEngine({ db: t.db, leaseMs: 2 * LEASE_MS, heartbeatMs: Math.round(LEASE_MS / 3) });
     const claimed = deferred();
     setFaultHook(engineA, (point) => {
       if (point === "before:phase:start") claimed.resolve();
@@ -45,6 +50,12 @@ describe("recovery: a live run is never taken over (BR-12)", () => {
     const leaseSamples: number[] = [];
     let listedStuck = 0;
     let adopted = 0;
+    const releaser = (async () => {
+      await waitPastCurrentLease(t.db, "t1", "live1");
+      await waitPastCurrentLease(t.db, "t1", "live1");
+      await waitFor(async () => (polls.length >= 25 ? true : undefined), 60_000);
+      outlived.resolve();
+    })();
     while (!settled) {
       const error = await engineB.runOnce(report, { tenantId: "t1", key: "live1", input: {} }).then(
         (value) => {
@@ -67,13 +78,14 @@ describe("recovery: a live run is never taken over (BR-12)", () => {
       await sleep(10);
     }
     const done = await a;
+    await releaser;
 
     expect(done).toMatchObject({ status: 201, replayed: false, body: { startedBy: "A", pages: 3 } });
     expect(slowCalls).toBe(1);
     expect(listedStuck).toBe(0);
     expect(adopted).toBe(0);
     const busy = polls.filter((p) => p.kind === "busy");
-    expect(busy.length).toBeGreaterThan(20);
+    expect(busy.length).toBeGreaterThanOrEqual(25);
     for (const p of busy) expect(p.retryAfterMs).toBeGreaterThan(0);
     // Only a poll that raced the completion may see the result, and only as a replay.
     for (const p of polls) if (p.kind === "result") expect(p.value).toEqual({ ...done, replayed: true });
@@ -105,9 +117,10 @@ describe("recovery: ten retries at the moment a crashed run's lease expires (BR-
 
     // Ten retriers on two app servers; the takeover pauses before its step
     // until every other retry has settled, so none of them can see a replay.
+    // Their own lease is long: the held takeover must not expire, however slow the machine.
     const retriers = [
-      createEngine({ db: t.connect(6), leaseMs: LEASE_MS }),
-      createEngine({ db: t.connect(6), leaseMs: LEASE_MS }),
+      createEngine({ db: t.connect(6), leaseMs: 30_000 }),
+      createEngine({ db: t.connect(6), leaseMs: 30_000 }),
     ];
     const others = deferred();
     const takeovers: Array<{ attempt: number; token: string | null | undefined }> = [];
@@ -120,13 +133,15 @@ describe("recovery: ten retries at the moment a crashed run's lease expires (BR-
     }
 
     await sleep(Math.max(0, crashed?.leaseRemainingMs ?? 0) + 2);
+    let settledCalls = 0;
     const pending = raceThroughBarrier(10, (i) =>
-      (retriers[i % 2] as Engine).runOnce(checkout, { tenantId: "t1", key: "dead2", input }),
+      (retriers[i % 2] as Engine).runOnce(checkout, { tenantId: "t1", key: "dead2", input }).finally(() => {
+        settledCalls++;
+      }),
     );
     // Release the takeover once the nine refusals are in.
     const watcher = (async () => {
-      for (let i = 0; i < 200 && takeovers.length === 0; i++) await sleep(5);
-      await sleep(200);
+      await waitFor(async () => (takeovers.length > 0 && settledCalls >= 9 ? true : undefined), 60_000);
       others.resolve();
     })();
     const results = await pending;

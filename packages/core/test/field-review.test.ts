@@ -4,10 +4,10 @@ import { describe, expect, it, onTestFinished } from "vitest";
 import { z } from "zod";
 import { createEngine, workflow } from "../src/index.ts";
 import { useTestDatabase } from "./support/db.ts";
+import { waitFor } from "./support/faults.ts";
 
 // Faults found by reviewing the engine as a new user would.
 const t = useTestDatabase();
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 describe("control flow cannot be swallowed", () => {
   it("a ctx.fail caught by workflow code still stores the failure, not a success", async () => {
@@ -81,8 +81,10 @@ describe("the relay survives hostile handlers", () => {
       pollIntervalMs: 20,
     });
     onTestFinished(() => relay.stop());
-    for (let i = 0; i < 100 && (await engine.listOutbox({ tenantId: "rn" }))[0]?.status !== "dead"; i++)
-      await sleep(20);
+    await waitFor(
+      async () => ((await engine.listOutbox({ tenantId: "rn" }))[0]?.status === "dead" ? true : undefined),
+      30_000,
+    );
     const [message] = await engine.listOutbox({ tenantId: "rn" });
     expect(message).toMatchObject({ status: "dead", attempts: 2, lastError: "upstream said \\u0000 bad" });
     expect(calls).toBe(2);
@@ -111,11 +113,15 @@ describe("the relay survives hostile handlers", () => {
       pollIntervalMs: 20,
     });
     onTestFinished(() => relay.stop());
-    for (let i = 0; i < 100 && delivered.length < 6; i++) await sleep(20);
+    // The handler runs before its delivery is recorded: wait for the records, not for the calls.
+    const deliveredRows = async () => {
+      const { rows } = await sql<{ n: number }>`
+        SELECT count(*)::int AS n FROM idempo.outbox WHERE tenant_id = 'rh' AND status = 'delivered'`.execute(t.db);
+      return rows[0]?.n ?? 0;
+    };
+    await waitFor(async () => ((await deliveredRows()) >= 6 ? true : undefined), 30_000);
     expect(delivered.sort()).toEqual([0, 1, 2, 3, 4, 5]);
-    const { rows } = await sql<{ n: number }>`
-      SELECT count(*)::int AS n FROM idempo.outbox WHERE tenant_id = 'rh' AND status = 'delivered'`.execute(t.db);
-    expect(rows[0]?.n).toBe(6);
+    expect(await deliveredRows()).toBe(6);
   });
 });
 

@@ -24,7 +24,7 @@ import { CrashSignal } from "../src/internal.ts";
 import { makeCheckout } from "./support/checkout.ts";
 import type { TestDb } from "./support/db.ts";
 import { countOrders, countRuns, historyOf, recordSnapshot } from "./support/effects.ts";
-import { crashAt } from "./support/faults.ts";
+import { crashAt, waitPastCurrentLease } from "./support/faults.ts";
 import { FakePayments } from "./support/payments.ts";
 
 const MIGRATIONS = readdirSync(join(dirname(fileURLToPath(import.meta.url)), "../../../migrations"))
@@ -208,18 +208,30 @@ describe("PGlite", () => {
   });
 
   it("the heartbeat renews over the single connection while a step works (no takeover, attempt 1)", async () => {
-    const engine = createEngine({ db, leaseMs: 600, heartbeatMs: 100 });
+    const engine = createEngine({ db, leaseMs: 1500, heartbeatMs: 100 });
+    let started!: () => void;
+    const inStep = new Promise<void>((r) => {
+      started = r;
+    });
+    let finish!: () => void;
+    const finished = new Promise<void>((r) => {
+      finish = r;
+    });
     const wf = workflow("slow_pglite")
       .step("work", async () => {
-        await new Promise((r) => setTimeout(r, 1400));
+        started();
+        await finished;
         return { done: true };
       })
       .respond(({ state }) => ({ status: 200, body: state }));
     const running = engine.runOnce(wf, { tenantId: T, key: "slow", input: {} }).catch((e: unknown) => e);
-    await new Promise((r) => setTimeout(r, 1000));
+    await inStep;
+    // Past the lease the run held a moment ago: only a renewal can have kept it.
+    await waitPastCurrentLease(db, T, "slow");
     await expect(engine.runOnce(wf, { tenantId: T, key: "slow", input: {} })).rejects.toBeInstanceOf(
       IdempotencyKeyInProgressError,
     );
+    finish();
     expect(await running).toMatchObject({ status: 200, replayed: false });
     expect((await engine.inspect(T, "slow"))?.attempt).toBe(1);
   });

@@ -7,11 +7,11 @@ import { createEngine, DatabaseUnavailableError, WorkflowDefinitionError, workfl
 import { CrashSignal, setFaultHook } from "../src/internal.ts";
 import { makeCheckout } from "./support/checkout.ts";
 import { useTestDatabase } from "./support/db.ts";
+import { waitFor, waitForLeaseExpiry, waitPastCurrentLease } from "./support/faults.ts";
 import { FakePayments } from "./support/payments.ts";
 
 const t = useTestDatabase({ pool: 20 });
 const input = { cartId: "c1", amountCents: 500 };
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 async function ordersFor(tenantId: string): Promise<number> {
   const { rows } = await sql<{
@@ -30,20 +30,32 @@ async function crashAt(engine: Engine, point: string, run: () => Promise<unknown
 }
 
 describe("lease renewal keeps long work owned", () => {
-  it("a 2.5 s step under a 0.5 s lease is never taken over and runs once", async () => {
+  it("a step that outlives its lease three times over is never taken over and runs once", async () => {
     let calls = 0;
+    let release!: () => void;
+    const released = new Promise<void>((r) => {
+      release = r;
+    });
+    let started!: () => void;
+    const inStep = new Promise<void>((r) => {
+      started = r;
+    });
     const slow = workflow("slow_report")
       .step("slow_report", async ({ signal }) => {
         calls++;
-        await sleep(2500);
+        started();
+        await released;
         return { aborted: signal.aborted };
       })
       .respond(({ state }) => ({ status: 201, body: state }));
-    const a = createEngine({ db: t.db, leaseMs: 500 });
-    const b = createEngine({ db: t.connect(4), leaseMs: 500 });
+    // Default heartbeat: a third of the lease.
+    const a = createEngine({ db: t.db, leaseMs: 1500 });
+    const b = createEngine({ db: t.connect(4), leaseMs: 1500 });
     const running = a.runOnce(slow, { tenantId: "lr", key: "k1", input: {} });
-    for (const at of [800, 1600, 2200]) {
-      await sleep(at - (at === 800 ? 0 : at === 1600 ? 800 : 1600));
+    await inStep;
+    for (let i = 0; i < 3; i++) {
+      // Past the lease the run held a moment ago: only a renewal can have kept it.
+      await waitPastCurrentLease(t.db, "lr", "k1");
       await expect(b.runOnce(slow, { tenantId: "lr", key: "k1", input: {} })).rejects.toMatchObject({
         code: "key_in_progress",
       });
@@ -52,6 +64,7 @@ describe("lease renewal keeps long work owned", () => {
       const rec = await b.inspect("lr", "k1");
       expect(rec?.leaseRemainingMs).toBeGreaterThan(0);
     }
+    release();
     const res = await running;
     expect(res).toMatchObject({ status: 201, replayed: false, body: { aborted: false } });
     expect(calls).toBe(1);
@@ -63,10 +76,11 @@ describe("abandoned runs are finished by resumeStale", () => {
   it("finishes a crashed checkout from its recovery point with the stored input", async () => {
     const payments = new FakePayments();
     const { workflow: checkout, counters } = makeCheckout(payments);
-    const engine = createEngine({ db: t.db, leaseMs: 300 });
+    // Long enough that the lease is surely still valid at the first resumeStale, however slow the machine.
+    const engine = createEngine({ db: t.db, leaseMs: 3000 });
     await crashAt(engine, "called:step:charge", () => engine.runOnce(checkout, { tenantId: "rs", key: "k1", input }));
     expect((await engine.resumeStale({ workflows: [checkout] })).resumed).toHaveLength(0); // lease still valid
-    await sleep(400);
+    await waitForLeaseExpiry(engine, "rs", "k1", 30_000);
     const report = await engine.resumeStale({ workflows: [checkout] });
     expect(report.resumed).toEqual([
       { tenantId: "rs", key: "k1", workflow: "checkout", status: 201, outcome: "succeeded" },
@@ -86,8 +100,9 @@ describe("abandoned runs are finished by resumeStale", () => {
     await crashAt(engine, "after:phase:create_order", () =>
       engine.runOnce(checkout, { tenantId: "rs10", key: "k1", input }),
     );
-    await sleep(400);
-    const engines = Array.from({ length: 10 }, () => createEngine({ db: t.connect(2), leaseMs: 2000 }));
+    await waitForLeaseExpiry(engine, "rs10", "k1", 30_000);
+    // The winner's own lease must outlast the race however slow the machine: one takeover, attempt 2.
+    const engines = Array.from({ length: 10 }, () => createEngine({ db: t.connect(2), leaseMs: 30_000 }));
     const results = await Promise.allSettled(
       engines.map((e, i) =>
         i % 2 === 0
@@ -112,7 +127,7 @@ describe("abandoned runs are finished by resumeStale", () => {
     const engine = createEngine({ db: t.db, leaseMs: 300 });
     await crashAt(engine, "after:step:charge", () => engine.runOnce(checkout, { tenantId: "wk", key: "k1", input }));
     const worker = engine.startWorker({ workflows: [checkout], intervalMs: 100 });
-    for (let i = 0; i < 50 && (await engine.inspect("wk", "k1"))?.status !== "completed"; i++) await sleep(100);
+    await waitFor(async () => ((await engine.inspect("wk", "k1"))?.status === "completed" ? true : undefined), 30_000);
     await worker.stop();
     expect((await engine.inspect("wk", "k1"))?.status).toBe("completed");
     expect(payments.charges).toBe(1);

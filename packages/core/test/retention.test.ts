@@ -90,16 +90,24 @@ describe("sweep", () => {
     });
     await expect(engine.runOnce(short, { tenantId: "sw", key: "stuck", input: { cartId: "c" } })).rejects.toThrow();
     setFaultHook(engine, undefined);
-    const live = workflow("live", { retentionMs: 200 })
-      .step("slow", () => sleep(1200).then(() => ({})))
+    // The live run waits in its step until the sweeps are done, with a lease of its own
+    // long enough that no slow heartbeat can make it look stuck.
+    let finish!: () => void;
+    const finished = new Promise<void>((r) => {
+      finish = r;
+    });
+    const live = workflow("live", { retentionMs: 200, leaseMs: 30_000 })
+      .step("slow", () => finished.then(() => ({})))
       .respond(() => ({ status: 200, body: {} }));
     const running = engine.runOnce(live, { tenantId: "sw", key: "live", input: {} });
+    // Past the retention of the finished runs and the lease of the stuck one (a lower bound: time only grows).
     await sleep(400);
     expect(await engine.sweep({ batchSize: 10, maxBatches: 2 })).toBe(20);
     // Other tests' expired records in this database are swept too.
     expect(await engine.sweep({ batchSize: 10 })).toBeGreaterThanOrEqual(5);
     expect(await count("runs", "sw")).toBe(2);
     expect((await engine.listKeys({ tenantId: "sw", stuck: true })).items.map((r) => r.key)).toEqual(["stuck"]);
+    finish();
     expect((await running).status).toBe(200);
     const { rows } = await sql<{ n: number }>`
       SELECT count(*)::int AS n FROM idempo.run_history h

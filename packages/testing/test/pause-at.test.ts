@@ -93,7 +93,7 @@ describe("testEngine", () => {
     const checkout = makeCheckout(new FakeProvider());
     for (const [engine, leaseMs, key] of [
       [testEngine(t.db), 1_000, "lease-default"],
-      [testEngine(t.db, { leaseMs: 400 }), 400, "lease-400"],
+      [testEngine(t.db, { leaseMs: 5_000 }), 5_000, "lease-5000"],
     ] as const) {
       const pause = pauseAt(engine, "before:step:charge");
       const run = engine.runOnce(checkout, { tenantId: "p", key, input });

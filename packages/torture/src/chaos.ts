@@ -1,15 +1,47 @@
 /**
- * The faults, one at a time at random intervals: SIGKILL a worker now, or
- * arm it to SIGKILL itself at a named boundary; pg_terminate_backend on
- * worker connections; SIGSTOP a worker past its lease so it wakes as a
- * zombie; a duplicate storm; and, once per run when the suite owns the
- * server, a server restart.
+ * The faults, a fixed number of each kind in a seeded order, each due once
+ * a given share of the intents has been minted (never on a timer, so a slow
+ * machine gets the same faults as a fast one): SIGKILL a worker now, or arm
+ * it to SIGKILL itself at a named boundary; pg_terminate_backend on worker
+ * connections; SIGSTOP a worker past its lease; a zombie round (a worker
+ * frozen between two writes of a run, woken while its successor is held at
+ * a boundary, so the zombie's write meets a run that is still in flight); a
+ * duplicate storm; and, once per run when the suite owns the server, a
+ * server restart. Minting waits while a due fault is not done yet.
  */
 import type pg from "pg";
 import { WORKER_APP_PREFIX } from "./database.ts";
+import type { Intent } from "./intents.ts";
 import type { Random } from "./random.ts";
-import type { Fleet } from "./worker-fleet.ts";
-import { HOOK_POINTS } from "./workflows/catalogue.ts";
+import type { Fleet, WorkerProcess, ZombieEvent } from "./worker-fleet.ts";
+import { HOOK_POINTS, ZOMBIE_POINTS } from "./workflows/catalogue.ts";
+
+/** How many faults of each kind one run makes. */
+export interface FaultPlan {
+  readonly kill: number;
+  readonly armedKill: number;
+  readonly terminate: number;
+  readonly pause: number;
+  readonly zombie: number;
+  readonly storm: number;
+}
+type FaultKind = keyof FaultPlan;
+
+const WEIGHTS: FaultPlan = { kill: 12, armedKill: 12, terminate: 20, pause: 16, zombie: 16, storm: 24 };
+
+/** `total` faults spread over the kinds by the usual weights, at least one of each. */
+export function planFaults(total: number): FaultPlan {
+  const sum = Object.values(WEIGHTS).reduce((a, b) => a + b, 0);
+  const share = (k: FaultKind) => Math.max(1, Math.round((total * WEIGHTS[k]) / sum));
+  return {
+    kill: share("kill"),
+    armedKill: share("armedKill"),
+    terminate: share("terminate"),
+    pause: share("pause"),
+    zombie: share("zombie"),
+    storm: share("storm"),
+  };
+}
 
 /** What the chaos did, summed. */
 export interface ChaosCounters {
@@ -20,6 +52,8 @@ export interface ChaosCounters {
   /** Backends pg_terminate_backend ended. */
   terminated: number;
   pauses: number;
+  /** Zombie rounds completed: a frozen zombie woke while its successor was held, and tried its write. */
+  zombies: number;
   storms: number;
   restarts: number;
 }
@@ -35,18 +69,24 @@ export interface ChaosOptions {
   /** The driver's own pool, for pg_terminate_backend; its connections are never victims. */
   readonly pool: pg.Pool;
   readonly leaseMs: number;
-  /** Mean pause between two faults, in ms. */
-  readonly meanIntervalMs: number;
-  /** Fire a duplicate storm; the driver knows which keys are worth storming. */
-  readonly storm: () => void;
+  readonly plan: FaultPlan;
+  /** Intents the run mints in all; fault i is due once `(i + 1) / (faults + 1)` of them are minted. */
+  readonly target: number;
+  /** Intents minted so far. */
+  readonly minted: () => number;
+  /** Fire a duplicate storm; the driver knows which keys are worth storming. False: nothing to storm yet. */
+  readonly storm: () => boolean;
+  /** A zombie round's intent, sent to `worker`, freezing at `point`. */
+  readonly zombie: (worker: WorkerProcess, point: string) => Intent;
   /** Present only when the server belongs to this run. */
   readonly server?: Restartable | undefined;
-  /** Restart once this returns true (checked before each fault). */
+  /** Restart once this returns true (checked before each fault; once per run). */
   readonly restartDue: () => boolean;
   readonly log: (line: string) => void;
 }
 
-const WEIGHTS = { kill: 14, armedKill: 14, terminate: 24, pause: 24, storm: 24 } as const;
+/** Waits the chaos gives a round's events: only a broken build or a stuck process ever reaches them. */
+const ROUND_DEADLINE_MS = 120_000;
 
 export class Chaos {
   readonly counters: ChaosCounters = {
@@ -54,59 +94,116 @@ export class Chaos {
     killsArmed: 0,
     terminated: 0,
     pauses: 0,
+    zombies: 0,
     storms: 0,
     restarts: 0,
   };
   readonly #o: ChaosOptions;
-  #timer: NodeJS.Timeout | undefined;
-  #busy: Promise<void> = Promise.resolve();
+  readonly #order: FaultKind[];
+  #next = 0;
   #stopped = false;
+  #loop: Promise<void> = Promise.resolve();
+  /** Listeners for a zombie round's worker messages. */
+  #waiters: ((worker: WorkerProcess, event: ZombieEvent) => boolean)[] = [];
 
   constructor(options: ChaosOptions) {
     this.#o = options;
+    const order = (Object.keys(options.plan) as FaultKind[]).flatMap((k) => Array<FaultKind>(options.plan[k]).fill(k));
+    // Seeded shuffle: the same seed gives the same sequence of faults.
+    for (let i = order.length - 1; i > 0; i--) {
+      const j = options.rng.below(i + 1);
+      [order[i], order[j]] = [order[j] as FaultKind, order[i] as FaultKind];
+    }
+    this.#order = order;
+  }
+
+  /** Every planned fault has been made. */
+  get done(): boolean {
+    return this.#next >= this.#order.length;
+  }
+
+  /**
+   * How many intents may be minted now: up to a little past the point where
+   * the next fault is due, and never into the intents the zombie rounds still
+   * to come will mint themselves.
+   */
+  mintLimit(): number {
+    const reserved = this.#order.slice(this.#next).filter((k) => k === "zombie").length;
+    const cap = this.#o.target - reserved;
+    if (this.done) return cap;
+    const slack = Math.max(4, this.#o.fleet.alive().length * 2);
+    return Math.min(cap, this.#dueAt(this.#next) + slack);
   }
 
   start(): void {
-    this.#schedule();
+    this.#loop = this.#run().catch((error: unknown) => {
+      this.#o.log(`chaos stopped: ${error instanceof Error ? error.message : String(error)}`);
+    });
   }
 
-  /** Stop scheduling faults, wait for the one in progress, and wake every paused worker. */
+  /** Stop making faults, wait for the one in progress, and wake every paused worker. */
   async stop(): Promise<void> {
     this.#stopped = true;
-    clearTimeout(this.#timer);
-    await this.#busy;
+    await this.#loop;
     for (const w of this.#o.fleet.alive()) this.#o.fleet.resume(w);
   }
 
-  #schedule(): void {
-    if (this.#stopped) return;
-    const delay = this.#o.rng.between(0.3, 1.7) * this.#o.meanIntervalMs;
-    this.#timer = setTimeout(() => {
-      this.#busy = this.#fault()
-        .catch((error: unknown) => this.#o.log(`chaos: ${error instanceof Error ? error.message : String(error)}`))
-        .finally(() => this.#schedule());
-    }, delay);
+  /** A zombie round's message from a worker (frozen, held, zombie-tried). */
+  onZombieEvent(worker: WorkerProcess, event: ZombieEvent): void {
+    let wanted = false;
+    for (const waiter of [...this.#waiters]) wanted = waiter(worker, event) || wanted;
+    // A worker that froze for no round (a late retry of a finished round's intent) must not sleep forever.
+    if (!wanted && event.type === "frozen") this.#o.fleet.resume(worker);
   }
 
-  async #fault(): Promise<void> {
-    if (this.#o.server && this.counters.restarts === 0 && this.#o.restartDue()) return this.#restart(this.#o.server);
+  #dueAt(i: number): number {
+    return Math.floor(((i + 1) * this.#o.target) / (this.#order.length + 1));
+  }
+
+  async #run(): Promise<void> {
+    let restarted = this.#o.server === undefined;
+    while (!this.#stopped && !this.done) {
+      if (this.#o.minted() < this.#dueAt(this.#next)) {
+        await sleep(20);
+        continue;
+      }
+      if (!restarted && this.#o.restartDue()) {
+        restarted = true;
+        await this.#restart(this.#o.server as Restartable);
+        continue;
+      }
+      const kind = this.#order[this.#next] as FaultKind;
+      let made = false;
+      try {
+        made = await this.#fault(kind);
+      } catch (error) {
+        this.#o.log(`chaos (${kind}): ${error instanceof Error ? error.message : String(error)}`);
+      }
+      if (made) this.#next++;
+      // Not possible right now (no victim yet, a worker still starting): try again shortly.
+      else await sleep(50);
+    }
+  }
+
+  /** Make one fault of `kind`; false when it could not be made now. */
+  async #fault(kind: FaultKind): Promise<boolean> {
     const { fleet, rng } = this.#o;
-    switch (rng.weighted(WEIGHTS)) {
+    switch (kind) {
       case "kill": {
         // Any worker that has started, paused ones included (a zombie that never wakes).
         const victim = rng.pick(fleet.alive().filter((w) => w.state !== "starting"));
-        if (!victim) return;
+        if (!victim) return false;
         fleet.kill(victim);
         this.counters.killsSent++;
-        return;
+        return true;
       }
       case "armedKill": {
         const victim = rng.pick(fleet.ready());
         const point = rng.pick(HOOK_POINTS);
-        if (!victim || !point) return;
+        if (!victim || !point) return false;
         fleet.send(victim, { type: "arm", point });
         this.counters.killsArmed++;
-        return;
+        return true;
       }
       case "terminate":
         return this.#terminate(1 + rng.below(3));
@@ -114,20 +211,83 @@ export class Chaos {
         // A worker with runs in hand, so its clients time out, retry elsewhere and take over.
         const ready = fleet.ready();
         const victim = rng.pick(ready.filter((w) => w.calls.size > 0)) ?? rng.pick(ready);
-        if (!victim || ready.length < 2) return;
+        if (!victim || ready.length < 2) return false;
         fleet.pause(victim, Math.round(this.#o.leaseMs * rng.between(1.5, 3)));
         this.counters.pauses++;
-        return;
+        return true;
       }
+      case "zombie":
+        return this.#zombieRound();
       case "storm":
-        this.#o.storm();
+        if (!this.#o.storm()) return false;
         this.counters.storms++;
-        return;
+        return true;
     }
   }
 
+  /** Resolve with the first worker message that `match` accepts, or undefined after the deadline. */
+  #waitFor<T>(match: (worker: WorkerProcess, event: ZombieEvent) => T | undefined): Promise<T | undefined> {
+    return new Promise((resolve) => {
+      const waiter = (worker: WorkerProcess, event: ZombieEvent) => {
+        const value = match(worker, event);
+        if (value === undefined) return false;
+        finish(value);
+        return true;
+      };
+      const timer = setTimeout(() => finish(undefined), ROUND_DEADLINE_MS);
+      const finish = (value: T | undefined) => {
+        clearTimeout(timer);
+        this.#waiters = this.#waiters.filter((w) => w !== waiter);
+        resolve(value);
+      };
+      this.#waiters.push(waiter);
+    });
+  }
+
+  /**
+   * A zombie round. A fresh intent runs until a phase boundary, where its
+   * worker freezes itself (SIGSTOP) with the run half done. Its client times
+   * out and retries elsewhere; once the lease has run out, that retry (or a
+   * background resumer) takes the run over and is held at its first
+   * boundary. Only then is the zombie woken: its next write meets a run that
+   * is in flight under another owner, which is exactly what fencing must
+   * refuse. When the zombie has tried, the successor goes on.
+   */
+  async #zombieRound(): Promise<boolean> {
+    const { fleet, rng, log } = this.#o;
+    const ready = fleet.ready();
+    const first = rng.pick(ready);
+    const point = rng.pick(ZOMBIE_POINTS);
+    if (!first || !point || ready.length < 2) return false;
+    // Worker messages are handled on a later turn of the event loop: listening after the send misses nothing.
+    const intent = this.#o.zombie(first, point);
+    const sameKey = (e: ZombieEvent) => e.key === intent.key && e.tenantId === intent.tenantId;
+    const frozen = await this.#waitFor((w, e) => (e.type === "frozen" && sameKey(e) ? { w, e } : undefined));
+    intent.freezeAt = undefined;
+    if (!frozen) {
+      log(`zombie round on ${intent.tenantId}/${intent.key}: no attempt reached ${point}`);
+      return true;
+    }
+    const { w: zombie, e } = frozen;
+    const heldP = this.#waitFor((w, ev) => (ev.type === "held" && sameKey(ev) ? w : undefined));
+    fleet.broadcast({ type: "hold", tenantId: intent.tenantId, key: intent.key, afterAttempt: e.attempt }, zombie);
+    const successor = await heldP;
+    const triedP = this.#waitFor((w, ev) =>
+      ev.type === "zombie-tried" && sameKey(ev) && w === zombie ? ev : undefined,
+    );
+    fleet.resume(zombie);
+    const tried = successor ? await triedP : undefined;
+    fleet.broadcast({ type: "release", tenantId: intent.tenantId, key: intent.key });
+    if (successor && tried) this.counters.zombies++;
+    else
+      log(
+        `zombie round on ${intent.tenantId}/${intent.key}: ${successor ? "the zombie never tried" : "no successor was held"}`,
+      );
+    return true;
+  }
+
   /** End 1-3 random worker connections in this database; the driver's own are never picked. */
-  async #terminate(n: number): Promise<void> {
+  async #terminate(n: number): Promise<boolean> {
     const { rows } = await this.#o.pool.query<{ ended: boolean }>(
       `SELECT pg_terminate_backend(pid) AS ended FROM (
          SELECT pid FROM pg_stat_activity
@@ -136,7 +296,9 @@ export class Chaos {
        ) AS victims`,
       [`${WORKER_APP_PREFIX}%`, n],
     );
-    this.counters.terminated += rows.filter((r) => r.ended).length;
+    const ended = rows.filter((r) => r.ended).length;
+    this.counters.terminated += ended;
+    return ended > 0;
   }
 
   async #restart(server: Restartable): Promise<void> {
@@ -147,3 +309,5 @@ export class Chaos {
     this.#o.log(`chaos: server back after ${Date.now() - started} ms`);
   }
 }
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));

@@ -30,6 +30,8 @@ export interface ClientOptions {
   readonly slots: number;
   /** Intents to mint in all. */
   readonly target: number;
+  /** How many intents may be minted for now: the chaos holds minting back until its due fault is done. */
+  readonly mintLimit: () => number;
 }
 
 /** Most calls an intent's client makes before it gives up. */
@@ -73,11 +75,12 @@ export class Clients {
    * A duplicate storm: one request from several clients on every ready
    * worker at once. Half the time on a brand-new key (the claim race), else
    * on a key in flight (409s) or an answered one (replays).
+   * @returns false when there was nothing to storm (try again later).
    */
-  storm(): void {
+  storm(): boolean {
     const { fleet, book, rng } = this.#o;
     const ready = fleet.ready();
-    if (ready.length === 0) return;
+    if (ready.length === 0) return false;
     const kind = rng.weighted({ fresh: 50, inFlight: 25, answered: 25 });
     let intent: Intent | undefined;
     if (kind === "inFlight") intent = rng.pick([...this.#calls.values()].filter((c) => c.primary).map((c) => c.intent));
@@ -87,11 +90,23 @@ export class Clients {
     }
     const fresh = intent === undefined && this.#canMint();
     if (fresh) intent = book.mint();
-    if (!intent) return;
+    if (!intent) return false;
     const clients = 2 + rng.below(4);
     ready.forEach((w, i) => {
       if (intent) this.#call(w, intent, clients, fresh && i === 0);
     });
+    return true;
+  }
+
+  /**
+   * A zombie round: mint a fulfilment intent and send it to `worker`; the
+   * first attempt of it that reaches `point` freezes its worker there.
+   */
+  zombie(worker: WorkerProcess, point: string): Intent {
+    const intent = this.#o.book.mint("fulfilment");
+    intent.freezeAt = point;
+    this.#call(worker, intent, 1, true);
+    return intent;
   }
 
   /** A worker answered. */
@@ -114,7 +129,8 @@ export class Clients {
       this.#calls.delete(id);
       clearTimeout(call.timer);
       if (!call.primary || call.superseded) continue;
-      if (rng.chance(GIVE_UP_ON_DEATH)) book.setStatus(call.intent, "abandoned");
+      // A zombie round's intent is never given up before its freeze: the round waits for it.
+      if (call.intent.freezeAt === undefined && rng.chance(GIVE_UP_ON_DEATH)) book.setStatus(call.intent, "abandoned");
       else this.#retry(call.intent, rng.between(0, leaseMs));
     }
   }
@@ -129,7 +145,8 @@ export class Clients {
   }
 
   #canMint(): boolean {
-    return this.#minting && this.#o.book.intents.length < this.#o.target;
+    const limit = Math.min(this.#o.target, this.#o.mintLimit());
+    return this.#minting && this.#o.book.intents.length < limit;
   }
 
   #call(worker: WorkerProcess, intent: Intent, clients: number, primary: boolean): void {
@@ -145,8 +162,9 @@ export class Clients {
       }, this.#o.leaseMs * 1.2);
     }
     this.#calls.set(callId, call);
-    const { input, tenantId, key, workflow } = intent;
-    this.#o.fleet.send(worker, { type: "run", callId, workflow, tenantId, key, input, clients });
+    const { input, tenantId, key, workflow, freezeAt } = intent;
+    const message = { type: "run", callId, workflow, tenantId, key, input, clients } as const;
+    this.#o.fleet.send(worker, freezeAt === undefined ? message : { ...message, freezeAt });
   }
 
   #react(intent: Intent, outcome: ClientOutcome): void {

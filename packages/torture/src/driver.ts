@@ -6,6 +6,7 @@
  * truth.
  */
 import { createDatabase, dropDatabase, uniqueName } from "../../testkit/src/index.ts";
+import type { FaultPlan } from "./chaos.ts";
 import { Chaos } from "./chaos.ts";
 import { Clients } from "./clients.ts";
 import { installSchema, openPool } from "./database.ts";
@@ -30,10 +31,13 @@ export interface TortureOptions {
   readonly slots: number;
   /** Lease of every run, in ms; short, so zombies and takeovers are frequent. */
   readonly leaseMs: number;
-  /** Mean pause between two faults, in ms. */
-  readonly chaosIntervalMs: number;
-  /** Stop minting intents after this long and finish with what was minted, in ms. */
-  readonly budgetMs: number;
+  /** How many faults of each kind the run makes, spread over the intents. */
+  readonly faults: FaultPlan;
+  /**
+   * Stop minting intents after this long and finish with what was minted, in
+   * ms (Default: no limit). For a person at a terminal; a test bounds the work instead.
+   */
+  readonly budgetMs?: number | undefined;
   readonly seed: number;
   /** Keep the database afterwards even when every check passed. */
   readonly keepDatabase?: boolean;
@@ -62,6 +66,7 @@ export async function runTorture(options: TortureOptions): Promise<Report> {
   let kills = 0;
   let stopping = false;
   let clients: Clients | undefined;
+  let chaos: Chaos | undefined;
   const fleet = new Fleet({
     size: options.workers,
     databaseUrl: url,
@@ -78,6 +83,7 @@ export async function runTorture(options: TortureOptions): Promise<Report> {
         log(`worker ${worker.index} exited on its own (${signal ?? `code ${worker.child.exitCode}`})`);
       clients?.onWorkerExit(worker, calls);
     },
+    onZombieEvent: (worker, event) => chaos?.onZombieEvent(worker, event),
   });
   clients = new Clients({
     fleet,
@@ -86,14 +92,18 @@ export async function runTorture(options: TortureOptions): Promise<Report> {
     leaseMs: options.leaseMs,
     slots: options.slots,
     target: options.runs,
+    mintLimit: () => chaos?.mintLimit() ?? 0,
   });
-  const chaos = new Chaos({
+  chaos = new Chaos({
     fleet,
     rng,
     pool: driverPool,
     leaseMs: options.leaseMs,
-    meanIntervalMs: options.chaosIntervalMs,
-    storm: () => clients?.storm(),
+    plan: options.faults,
+    target: options.runs,
+    minted: () => book.intents.length,
+    storm: () => clients?.storm() ?? false,
+    zombie: (worker, point) => (clients as Clients).zombie(worker, point),
     server: options.server,
     restartDue: () => book.settled >= options.runs / 2,
     log,
@@ -108,12 +118,12 @@ export async function runTorture(options: TortureOptions): Promise<Report> {
       const c = chaos.counters;
       log(
         `${book.settled}/${options.runs} settled, ${kills} kills, ${c.terminated} terminated, ${c.pauses} pauses, ` +
-          `${c.storms} storms, ${Math.round((Date.now() - started) / 1000)} s`,
+          `${c.zombies} zombie rounds, ${c.storms} storms, ${Math.round((Date.now() - started) / 1000)} s`,
       );
     }, options.progressEveryMs ?? 10_000);
     try {
-      while (!clients.allSent) {
-        if (Date.now() - started > options.budgetMs) {
+      while (!clients.allSent || !chaos.done) {
+        if (options.budgetMs !== undefined && Date.now() - started > options.budgetMs) {
           log(`time budget spent after ${book.intents.length} intents`);
           break;
         }

@@ -18,6 +18,8 @@ export interface Intent {
   status: "new" | "calling" | "retrying" | "answered" | "abandoned";
   /** Calls its own client made (storm extras not counted). */
   tries: number;
+  /** A zombie round's hook point: the attempt that reaches it first freezes its worker there. */
+  freezeAt?: string | undefined;
   /** `<status> <body>` of the first response any client saw. */
   firstSeen?: string;
   /** Responses with `replayed: false`; more than one is a duplicate execution. */
@@ -70,10 +72,11 @@ export class IntentBook {
   }
 
   /** Mint the next intent: a new key and the input its client will send on every retry. */
-  mint(): Intent {
+  mint(only?: WorkflowName): Intent {
     const id = this.intents.length;
     const n = Math.floor(id / TENANTS);
-    const workflow: WorkflowName = this.#rng.chance(this.#checkoutShare) ? "checkout" : "fulfilment";
+    const drawn: WorkflowName = this.#rng.chance(this.#checkoutShare) ? "checkout" : "fulfilment";
+    const workflow = only ?? drawn;
     const amountCents = 100 + this.#rng.below(99_900);
     const input =
       workflow === "checkout"

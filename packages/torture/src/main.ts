@@ -3,6 +3,7 @@
  * and findings go to stderr). Exits 0 only when nothing was duplicated or
  * lost and every run asked for was made.
  */
+import { planFaults } from "./chaos.ts";
 import { runTorture } from "./driver.ts";
 import type { CliOptions } from "./options.ts";
 import { parseOptions, USAGE } from "./options.ts";
@@ -42,6 +43,7 @@ async function main(): Promise<number> {
   try {
     const report = await runTorture({
       ...options,
+      faults: planFaults(options.faults),
       serverUrl: options.databaseUrl ?? (server as OwnedServer).url,
       server,
       log,

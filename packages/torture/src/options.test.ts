@@ -6,6 +6,8 @@ describe("pnpm torture options", () => {
     expect(parseOptions([]).runs).toBe(1_000);
     expect(parseOptions(["--long"])).toMatchObject({ runs: 10_000, budgetMs: 18 * 60_000 });
     expect(parseOptions(["--long", "--runs", "25000"]).runs).toBe(25_000);
+    expect(parseOptions([]).faults).toBe(100);
+    expect(parseOptions(["--runs", "30", "--faults", "9"]).faults).toBe(9);
   });
 
   it("owns its server unless given a URL", () => {

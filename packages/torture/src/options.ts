@@ -11,7 +11,8 @@ export interface CliOptions {
   readonly workers: number;
   readonly slots: number;
   readonly leaseMs: number;
-  readonly chaosIntervalMs: number;
+  /** Faults in all, spread over the kinds (see `planFaults`). */
+  readonly faults: number;
   readonly budgetMs: number;
   readonly seed: number;
   /** Use this server (never restarted) instead of starting one of our own. */
@@ -20,14 +21,15 @@ export interface CliOptions {
 }
 
 export const USAGE = `usage: pnpm torture [--help] [--long] [--runs N] [--workers N] [--slots N] [--lease-ms MS]
-                    [--chaos-interval-ms MS] [--budget-minutes M] [--seed N] [--database-url URL] [--keep-database]
+                    [--faults N] [--budget-minutes M] [--seed N] [--database-url URL] [--keep-database]
 
   --long               10 000 runs (Default: 1 000)
   --runs N             intents to run; overrides --long
   --workers N          worker processes (Default: 4)
   --slots N            calls each worker serves at once (Default: 8)
   --lease-ms MS        lease of every run (Default: 1 500)
-  --chaos-interval-ms  mean pause between two faults (Default: 400)
+  --faults N           faults in all (kills, terminations, pauses, zombie rounds, storms), spread
+                       evenly over the intents (Default: one per 10 intents)
   --budget-minutes M   stop minting intents after M minutes and finish (Default: 18 with --long, else 10)
   --seed N             seed of the driver's choices (Default: random, printed)
   --database-url URL   run on this server (a new database on it) instead of a throwaway server of
@@ -53,7 +55,7 @@ export function parseOptions(argv: readonly string[]): CliOptions {
       workers: { type: "string" },
       slots: { type: "string" },
       "lease-ms": { type: "string" },
-      "chaos-interval-ms": { type: "string" },
+      faults: { type: "string" },
       "budget-minutes": { type: "string" },
       seed: { type: "string" },
       "database-url": { type: "string" },
@@ -62,13 +64,14 @@ export function parseOptions(argv: readonly string[]): CliOptions {
     strict: true,
   });
   const long = values.long === true;
+  const runs = positive("runs", values.runs, long ? 10_000 : 1_000);
   return {
     help: values.help === true,
-    runs: positive("runs", values.runs, long ? 10_000 : 1_000),
+    runs,
     workers: positive("workers", values.workers, 4),
     slots: positive("slots", values.slots, 8),
     leaseMs: positive("lease-ms", values["lease-ms"], 1_500),
-    chaosIntervalMs: positive("chaos-interval-ms", values["chaos-interval-ms"], 400),
+    faults: positive("faults", values.faults, Math.max(6, Math.round(runs / 10))),
     budgetMs: positive("budget-minutes", values["budget-minutes"], long ? 18 : 10) * 60_000,
     seed: positive("seed", values.seed, 1 + Math.floor(Math.random() * 2 ** 31)),
     databaseUrl: values["database-url"],

@@ -31,9 +31,18 @@ export type DriverMessage =
       readonly input: Record<string, string | number>;
       /** Concurrent clients firing this same request (a duplicate storm when > 1). */
       readonly clients: number;
+      /** A zombie round: when this run reaches this hook point, report `frozen` and SIGSTOP yourself there. */
+      readonly freezeAt?: string;
     }
   /** SIGKILL yourself the next time any run or delivery reaches this hook point. */
-  | { readonly type: "arm"; readonly point: string };
+  | { readonly type: "arm"; readonly point: string }
+  /**
+   * A zombie round: hold every attempt of this key after `afterAttempt` (the
+   * zombie's successor) at the first boundary it reaches, report `held`, and
+   * wait there for `release`.
+   */
+  | { readonly type: "hold"; readonly tenantId: string; readonly key: string; readonly afterAttempt: number }
+  | { readonly type: "release"; readonly tenantId: string; readonly key: string };
 
 /** What one client saw. `text` is the body exactly as the client would serialise it. */
 export type ClientOutcome =
@@ -45,4 +54,22 @@ export type WorkerMessage =
   | { readonly type: "ready" }
   | { readonly type: "result"; readonly callId: number; readonly outcomes: readonly ClientOutcome[] }
   /** A background resumeStale or relay lost a fenced write. */
-  | { readonly type: "fenced"; readonly count: number };
+  | { readonly type: "fenced"; readonly count: number }
+  /** This worker stops itself now (SIGSTOP) at `point` of attempt `attempt` of the key: the zombie-to-be. */
+  | {
+      readonly type: "frozen";
+      readonly tenantId: string;
+      readonly key: string;
+      readonly point: string;
+      readonly attempt: number;
+    }
+  /** The zombie's successor waits at `point`, owning the key. */
+  | {
+      readonly type: "held";
+      readonly tenantId: string;
+      readonly key: string;
+      readonly point: string;
+      readonly attempt: number;
+    }
+  /** The woken zombie has tried its write: it reached its next boundary, or its call ended (`how`). */
+  | { readonly type: "zombie-tried"; readonly tenantId: string; readonly key: string; readonly how: string };

@@ -13,7 +13,7 @@ const report: Report = {
   duplicateEffects: 0,
   lostIntents: 0,
   otherViolations: 0,
-  chaos: { killsSent: 120, killsArmed: 100, terminated: 180, pauses: 41, storms: 60, restarts: 1 },
+  chaos: { killsSent: 120, killsArmed: 100, terminated: 180, pauses: 41, zombies: 12, storms: 60, restarts: 1 },
   resumedAtEnd: 52,
   retriedAtEnd: 3,
   providerCalls: 0,

@@ -72,7 +72,8 @@ export function details(r: Report): string[] {
   const lines = [
     `provider: ${r.providerCalls} calls, ${r.providerOperations} operations; outbox: ${r.messages} messages, ` +
       `${r.deliveries} deliveries; kills armed at a boundary ${r.chaos.killsArmed}, sent ${r.chaos.killsSent}; ` +
-      `retried at end ${r.retriedAtEnd}; zombie writes refused by a unique constraint ${r.refusedByConstraint}`,
+      `retried at end ${r.retriedAtEnd}; zombie writes refused by a unique constraint ${r.refusedByConstraint}; ` +
+      `zombie rounds (zombie woken while its successor was held) ${r.chaos.zombies}`,
   ];
   const e = r.clientErrors;
   lines.push(

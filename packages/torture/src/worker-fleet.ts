@@ -17,7 +17,11 @@ export interface FleetOptions {
   readonly onFenced: (count: number) => void;
   /** A worker died; `calls` were outstanding on it. */
   readonly onExit: (worker: WorkerProcess, signal: NodeJS.Signals | null, calls: readonly number[]) => void;
+  /** A zombie round's messages: a worker froze itself, a successor waits, the zombie tried its write. */
+  readonly onZombieEvent: (worker: WorkerProcess, message: ZombieEvent) => void;
 }
+
+export type ZombieEvent = Extract<WorkerMessage, { type: "frozen" | "held" | "zombie-tried" }>;
 
 export interface WorkerProcess {
   /** Unique per process, also part of its connections' application_name. */
@@ -37,6 +41,7 @@ export class Fleet {
   readonly #options: FleetOptions;
   readonly #workers = new Set<WorkerProcess>();
   #nextIndex = 1;
+  readonly #holds = new Map<string, Extract<DriverMessage, { type: "hold" }>>();
   #closing = false;
 
   constructor(options: FleetOptions) {
@@ -81,6 +86,16 @@ export class Fleet {
     setTimeout(() => this.resume(worker), ms).unref();
   }
 
+  /**
+   * Send to every live worker (paused ones get it when they wake). Holds
+   * stay in force until released: a worker started later gets them too.
+   */
+  broadcast(message: DriverMessage, except?: WorkerProcess): void {
+    if (message.type === "hold") this.#holds.set(`${message.tenantId}\u0000${message.key}`, message);
+    if (message.type === "release") this.#holds.delete(`${message.tenantId}\u0000${message.key}`);
+    for (const w of this.alive()) if (w !== except) this.send(w, message);
+  }
+
   resume(worker: WorkerProcess): void {
     if (worker.state !== "paused") return;
     worker.state = "ready";
@@ -113,12 +128,17 @@ export class Fleet {
     this.#workers.add(worker);
     child.on("message", (message: WorkerMessage) => {
       if (message.type === "ready") {
+        for (const hold of this.#holds.values()) this.send(worker, hold);
         if (worker.state === "starting") worker.state = "ready";
       } else if (message.type === "result") {
         worker.calls.delete(message.callId);
         this.#options.onResult(message.callId, message.outcomes);
-      } else {
+      } else if (message.type === "fenced") {
         this.#options.onFenced(message.count);
+      } else {
+        // It stops itself right after this message: no call may go to it until the driver wakes it.
+        if (message.type === "frozen" && worker.state === "ready") worker.state = "paused";
+        this.#options.onZombieEvent(worker, message);
       }
     });
     child.on("error", () => undefined);

@@ -26,7 +26,46 @@ const engine = createEngine({ db: kyselyOn(pool), leaseMs: config.leaseMs });
 const workflows = buildWorkflows(new FakeProvider(providerPool, { before: 0.01, after: 0.01 }));
 
 let armed: string | undefined;
-setFaultHook(engine, async (point) => {
+const runKey = (tenantId: string, key: string) => `${tenantId}\u0000${key}`;
+/** Zombie rounds: keys whose run freezes this process at a point. */
+const freezes = new Map<string, string>();
+/** Zombie rounds: keys whose successor attempts wait here; `afterAttempt` is the zombie's attempt. */
+const holds = new Map<string, { afterAttempt: number; release: Promise<void>; open: () => void }>();
+/** The attempt this process froze in, once it is awake again: its next boundary is reported. */
+let zombie: { runKey: string; tenantId: string; key: string; attempt: number; point: string } | undefined;
+
+const zombieTried = (how: string) => {
+  if (!zombie) return;
+  send({ type: "zombie-tried", tenantId: zombie.tenantId, key: zombie.key, how });
+  zombie = undefined;
+};
+const sendNow = (message: WorkerMessage) =>
+  new Promise<void>((resolve) => {
+    if (!process.connected) return resolve();
+    process.send?.(message, undefined, undefined, () => resolve());
+  });
+
+setFaultHook(engine, async (point, run) => {
+  const rk = runKey(run.tenantId, run.key);
+  if (zombie?.runKey === rk && zombie.attempt === run.attempt && point !== zombie.point)
+    zombieTried(`reached ${point}`);
+  // The successor of a frozen zombie waits here; it never freezes itself as a second zombie.
+  const hold = holds.get(rk);
+  if (hold && run.attempt > hold.afterAttempt) {
+    send({ type: "held", tenantId: run.tenantId, key: run.key, point, attempt: run.attempt });
+    await hold.release;
+    return;
+  }
+  if (freezes.get(rk) === point) {
+    freezes.delete(rk);
+    zombie = { runKey: rk, tenantId: run.tenantId, key: run.key, attempt: run.attempt, point };
+    // A zombie that killed itself on waking would never try its write.
+    armed = undefined;
+    await sendNow({ type: "frozen", tenantId: run.tenantId, key: run.key, point, attempt: run.attempt });
+    // Stopped here, between two writes, with the lease running out: the driver wakes us once a successor waits.
+    process.kill(process.pid, "SIGSTOP");
+    return;
+  }
   if (point === armed) process.kill(process.pid, "SIGKILL");
   // Now and then linger at a boundary, so random kills and terminations land between two writes.
   if (Math.random() < 0.05) await sleep(Math.random() * 40);
@@ -86,8 +125,33 @@ process.on("message", (message: DriverMessage) => {
     armed = message.point;
     return;
   }
+  if (message.type === "hold") {
+    let open!: () => void;
+    const release = new Promise<void>((resolve) => {
+      open = resolve;
+    });
+    const rk = runKey(message.tenantId, message.key);
+    holds.set(rk, { afterAttempt: message.afterAttempt, release, open });
+    // A retry sent before the zombie froze may carry the freeze point: the round has its zombie already.
+    freezes.delete(rk);
+    return;
+  }
+  if (message.type === "release") {
+    const rk = runKey(message.tenantId, message.key);
+    holds.get(rk)?.open();
+    holds.delete(rk);
+    return;
+  }
+  const rk = runKey(message.tenantId, message.key);
+  if (message.freezeAt !== undefined && !holds.has(rk)) freezes.set(rk, message.freezeAt);
   const clients = Array.from({ length: message.clients }, () => client(message));
-  void Promise.all(clients).then((outcomes) => send({ type: "result", callId: message.callId, outcomes }));
+  void Promise.all(clients).then((outcomes) => {
+    // The woken zombie's call ended before it reached another boundary (its write was refused).
+    if (zombie?.runKey === rk)
+      zombieTried(`call ended: ${outcomes.map((o) => (o.kind === "error" ? o.code : o.status)).join(",")}`);
+    freezes.delete(rk);
+    send({ type: "result", callId: message.callId, outcomes });
+  });
 });
 // The driver is gone (it exited or was killed): nobody is left to talk to. It
 // may have gone while this process was still loading, before the listener existed.

@@ -9,7 +9,6 @@ export interface CliResult {
   readonly code: number | null;
   readonly stdout: string;
   readonly stderr: string;
-  readonly ms: number;
 }
 
 /**
@@ -20,9 +19,9 @@ export interface CliResult {
 export function idempo(
   args: readonly string[],
   env: Record<string, string | undefined> = {},
-  timeoutMs = 15_000,
+  // Generous: only a command that hangs reaches it; a loaded machine starting tsx must not.
+  timeoutMs = 120_000,
 ): Promise<CliResult> {
-  const started = Date.now();
   const childEnv: NodeJS.ProcessEnv = {
     ...process.env,
     NO_COLOR: undefined,
@@ -46,7 +45,7 @@ export function idempo(
     child.on("error", reject);
     child.on("close", (code) => {
       clearTimeout(timer);
-      resolve({ code, stdout, stderr, ms: Date.now() - started });
+      resolve({ code, stdout, stderr });
     });
   });
 }

@@ -3,6 +3,7 @@
  * named boundary, pause it there, release many callers at once, and wait on
  * the database clock instead of guessing sleeps.
  */
+import { sql } from "kysely";
 import type { Engine } from "../../src/index.ts";
 import { CrashSignal, setFaultHook } from "../../src/internal.ts";
 
@@ -117,5 +118,27 @@ export async function waitForLeaseExpiry(
     const rec = await engine.inspect(tenantId, key);
     if (!rec) throw new Error(`no record for ${tenantId}/${key}`);
     return rec.leaseRemainingMs !== null && rec.leaseRemainingMs <= 0 ? true : undefined;
+  }, timeoutMs);
+}
+
+/**
+ * Wait until the database clock has passed the lease the key holds right
+ * now. When the run is still owned afterwards, only a renewal can have kept
+ * it: a heartbeat test without a guess of how long a tick takes.
+ */
+export async function waitPastCurrentLease(
+  // biome-ignore lint/suspicious/noExplicitAny: any Kysely instance of the test database
+  db: import("kysely").Kysely<any>,
+  tenantId: string,
+  key: string,
+  timeoutMs = 30_000,
+): Promise<void> {
+  const { rows } = await sql<{ until: string | null }>`
+    SELECT locked_until::text AS until FROM idempo.runs WHERE tenant_id = ${tenantId} AND key = ${key}`.execute(db);
+  const until = rows[0]?.until;
+  if (!until) throw new Error(`no lease on ${tenantId}/${key}`);
+  await waitFor(async () => {
+    const now = await sql<{ past: boolean }>`SELECT clock_timestamp() > ${until}::timestamptz AS past`.execute(db);
+    return now.rows[0]?.past ? true : undefined;
   }, timeoutMs);
 }

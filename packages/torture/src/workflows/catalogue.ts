@@ -75,3 +75,11 @@ export const HOOK_POINTS: readonly string[] = [
 
 /** Every outbox topic, for the relays. */
 export const TOPICS: readonly string[] = Object.values(PLANS).flatMap((e) => e.topics);
+
+/**
+ * Where a zombie round freezes a run: before a fulfilment phase that has
+ * neither a unique constraint nor an outbox message. There, a zombie's
+ * phase commit that fencing failed to refuse leaves a second ledger row
+ * (and a second reservation) instead of an error, so the check counts it.
+ */
+export const ZOMBIE_POINTS: readonly string[] = ["before:phase:reserve", "before:phase:allocate", "before:phase:close"];

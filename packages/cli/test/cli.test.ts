@@ -71,7 +71,7 @@ beforeAll(async () => {
     forced: { args: ["keys", "list", "--stuck"], env: { FORCE_COLOR: "1" } },
     noColor: { args: ["keys", "list", "--stuck"], env: { FORCE_COLOR: "1", NO_COLOR: "1" } },
   });
-}, 60_000);
+}, 600_000); // bounded work (about 25 commands, 3 at a time); a loaded machine only makes it slower
 
 describe("keys list", () => {
   it("prints an aligned table of every key, newest first, within 100 columns", () => {

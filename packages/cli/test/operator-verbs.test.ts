@@ -44,11 +44,11 @@ const clone = useClonedDatabase("idempo_cli_verbs", {
 });
 /** Run the CLI; `flat` is stdout with its wrapped lines joined again, for matching sentences. */
 const cli = async (args: string[]) => {
-  const res = await idempo(args, { DATABASE_URL: clone.url }, 45_000);
+  const res = await idempo(args, { DATABASE_URL: clone.url }, 120_000);
   return { ...res, flat: res.stdout.replace(/\n {2}/g, " ") };
 };
 
-describe("keys delete under a live owner", { timeout: 60_000 }, () => {
+describe("keys delete under a live owner", { timeout: 300_000 }, () => {
   it("is refused without --force, naming the owner and what a forced delete can repeat; nothing changes", async () => {
     const res = await cli(["keys", "delete", "acme", "live-1", "--yes"]);
     expect(res.code).toBe(1);
@@ -74,7 +74,7 @@ describe("keys delete under a live owner", { timeout: 60_000 }, () => {
   });
 });
 
-describe("keys parked, show, unpark", { timeout: 60_000 }, () => {
+describe("keys parked, show, unpark", { timeout: 300_000 }, () => {
   it("parked lists each parked run with its reason", async () => {
     const res = await cli(["keys", "parked"]);
     expect(res.code).toBe(0);
@@ -105,7 +105,7 @@ describe("keys parked, show, unpark", { timeout: 60_000 }, () => {
   });
 });
 
-describe("keys cancel, retry-from, release", { timeout: 60_000 }, () => {
+describe("keys cancel, retry-from, release", { timeout: 300_000 }, () => {
   it("cancel stores a 409 answer and says a retry replays it; a completed key is refused", async () => {
     const res = await cli(["keys", "cancel", "acme", "stuck-1", "--yes"]);
     expect(res.code).toBe(0);

@@ -41,13 +41,13 @@ beforeAll(async () => {
   } finally {
     await db.destroy();
   }
-}, 120_000);
+}, 600_000);
 
 afterAll(() => rmSync(parent, { recursive: true, force: true }));
 
 describe("--pglite", () => {
   it("lists the stuck key of a PGlite data directory", async () => {
-    const res = await idempo(["keys", "stuck", "--pglite", dir, "--json"], {}, 60_000);
+    const res = await idempo(["keys", "stuck", "--pglite", dir, "--json"], {}, 120_000);
     expect(res.stderr).toBe("");
     expect(res.code).toBe(0);
     expect(jsonLines(res.stdout)).toMatchObject([
@@ -56,7 +56,7 @@ describe("--pglite", () => {
   });
 
   it("takes the directory from IDEMPO_PGLITE", async () => {
-    const res = await idempo(["stats", "--json"], { IDEMPO_PGLITE: dir }, 60_000);
+    const res = await idempo(["stats", "--json"], { IDEMPO_PGLITE: dir }, 120_000);
     expect(res.code).toBe(0);
     expect(JSON.parse(res.stdout)).toMatchObject({ inFlight: 1, completed: 1, stuck: 1 });
   });
@@ -78,7 +78,7 @@ describe("--pglite", () => {
         result: "finished",
       },
     ]);
-    const show = await idempo(["keys", "show", "acme", "order-1002", "--json"], { IDEMPO_PGLITE: dir }, 60_000);
+    const show = await idempo(["keys", "show", "acme", "order-1002", "--json"], { IDEMPO_PGLITE: dir }, 120_000);
     expect(JSON.parse(show.stdout)).toMatchObject({ status: "completed", attempts: 2 });
   });
 

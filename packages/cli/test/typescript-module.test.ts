@@ -36,7 +36,7 @@ beforeAll(() => {
   const build = spawnSync(process.execPath, [tsc, "-b", "tsconfig.json"], { cwd: packageDir, encoding: "utf8" });
   expect(build.stdout + build.stderr).toBe("");
   expect(build.status).toBe(0);
-}, 180_000);
+}, 600_000);
 
 /** `node bin/idempo.js ...args`: no `--import tsx`, no source condition. */
 function builtIdempo(args: readonly string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
@@ -73,4 +73,4 @@ it("the built CLI resumes runs with the workflows of a .ts module", async () => 
       result: "finished",
     },
   ]);
-}, 60_000);
+}, 600_000);

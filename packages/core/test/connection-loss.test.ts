@@ -19,7 +19,7 @@ function runChild(mode: "wrapped" | "plain" | "bare") {
   const res = spawnSync(process.execPath, ["--import", "tsx", "--conditions=@idempo/source", CHILD, t.url, mode], {
     cwd: PACKAGE_DIR,
     encoding: "utf8",
-    timeout: 90_000,
+    timeout: 300_000,
   });
   const last = res.stdout.trim().split("\n").pop() ?? "";
   return {
@@ -40,7 +40,7 @@ describe("connection loss in a phase never kills the process", () => {
       retried: { status: 201, replayed: false },
       orders: 1,
     });
-  }, 120_000);
+  }, 360_000);
 
   it("on a plain pool with the two listeners the README shows", () => {
     const run = runChild("plain");
@@ -51,7 +51,7 @@ describe("connection loss in a phase never kills the process", () => {
       retried: { status: 201, replayed: false },
       orders: 1,
     });
-  }, 120_000);
+  }, 360_000);
 
   // The control: without any listener the same scenario does crash, so the two above can fail.
   it("crashes a bare pool with no listener (what the wrapper and the README lines prevent)", () => {
@@ -59,5 +59,5 @@ describe("connection loss in a phase never kills the process", () => {
     expect(run.code).not.toBe(0);
     expect(run.stderr).toMatch(/terminat/i);
     expect(run.result).toBeUndefined();
-  }, 120_000);
+  }, 360_000);
 });

@@ -141,7 +141,7 @@ describe("relay", () => {
       const { rows } = await sql<{ n: number }>`
         SELECT count(*)::int AS n FROM pg_stat_activity WHERE pid = ${pid} AND query ILIKE 'LISTEN%'`.execute(t.db);
       return (rows[0]?.n ?? 0) > 0;
-    }, 30_000);
+    }, 300_000);
     await sleep(200);
     await engine.runOnce(receipts({ record: 0 }), { tenantId: "rl2", key: "k1", input: { orderId: "o2" } });
     await until(() => delivered, 30_000);

@@ -46,7 +46,7 @@ beforeAll(async () => {
       id text PRIMARY KEY, tenant_id text NOT NULL, cart_id text NOT NULL,
       amount_cents integer NOT NULL, status text NOT NULL DEFAULT 'created', charge_id text
     )`.execute(db);
-}, 60_000);
+}, 300_000);
 afterAll(async () => {
   await db?.destroy();
 });

@@ -586,7 +586,7 @@ describe("claim state machine: random interleavings against the reference model"
       fc.asyncProperty(scenario, (batches) => runScenario(t.db, batches)),
       { numRuns: NUM_RUNS, interruptAfterTimeLimit: 25_000, markInterruptAsFailure: false },
     );
-  }, 60_000);
+  }, 300_000);
 
   it("the model itself: SPEC's rows for a claim on each key state", () => {
     const minted: Minted = { token: "t1", runId: "r1", state: "{}", body: "{}" };

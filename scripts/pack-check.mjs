@@ -8,8 +8,10 @@
 // packages only (no workspace links, no source condition), and there:
 // type-checks a consumer with `strict` under moduleResolution node16 and
 // bundler; runs migrate and the checkout workflow (phase, step, phase) on pg
-// (DATABASE_URL) and on PGlite; runs the installed `idempo` binary; mounts
-// @idempo/http on Express, Fastify and Hono. The consumer's sources are in
+// (DATABASE_URL) and on PGlite; terminates a phase's backend under the
+// README's two pool setups (the process must live, the run must raise
+// DatabaseUnavailableError and complete once on retry); runs the installed
+// `idempo` binary; mounts @idempo/http on Express, Fastify and Hono. The consumer's sources are in
 // scripts/pack-check/app/.
 //
 // A failing stage does not stop the independent ones after it; the exit code
@@ -96,9 +98,9 @@ function run(command, args, { cwd, env, quiet = false, expectSignal } = {}) {
 }
 
 /** Like `run`, without blocking, so several commands can run at once; their output is printed whole. */
-function runAsync(command, args, { cwd }) {
+function runAsync(command, args, { cwd, env }) {
   return new Promise((resolvePromise, reject) => {
-    const child = spawn(command, args, { cwd, stdio: ["ignore", "pipe", "pipe"] });
+    const child = spawn(command, args, { cwd, env: { ...process.env, ...env }, stdio: ["ignore", "pipe", "pipe"] });
     let output = "";
     child.stdout.setEncoding("utf8").on("data", (d) => (output += d));
     child.stderr.setEncoding("utf8").on("data", (d) => (output += d));
@@ -333,6 +335,16 @@ async function main() {
     const env = { DATABASE_URL: dbUrl };
     await stage("migrate and run the checkout on pg (withPreparedStatements pool)", () => {
       run("node", ["out/main.js", "pg"], { cwd: app, env });
+    });
+
+    // Each pool setup in its own process: an unhandled 'error' event is a non-zero exit there.
+    await stage("a phase's backend terminated: process alive, DatabaseUnavailableError, retry once", async () => {
+      const setups = ["wrapped", "plain"];
+      const outcomes = await Promise.allSettled(
+        setups.map((setup) => runAsync("node", ["out/connection-loss.js", setup], { cwd: app, env })),
+      );
+      const failed = outcomes.flatMap((o, i) => (o.status === "rejected" ? [`${setups[i]}: ${o.reason.message}`] : []));
+      if (failed.length > 0) throw new Error(failed.join("; "));
     });
 
     await stage("@idempo/http on Express, Fastify and Hono: a key and its replay", () => {

@@ -121,8 +121,12 @@ async function perRound(rounds: number, a: Operation, b: Operation, durationMs: 
   return { opsPerSec: spread(ops), cpuPerOp: spread(cpu) };
 }
 
+let spansDropped = 0;
 const dropSpans: SpanExporter = {
-  export: (_spans, done) => done({ code: ExportResultCode.SUCCESS }),
+  export: (spans, done) => {
+    spansDropped += spans.length;
+    done({ code: ExportResultCode.SUCCESS });
+  },
   shutdown: async () => undefined,
 };
 const dropMetrics: PushMetricExporter = {
@@ -152,10 +156,13 @@ export async function runOtelCells(
   const meterProvider = new MeterProvider({
     readers: [new PeriodicExportingMetricReader({ exporter: dropMetrics, exportIntervalMillis: 60_000 })],
   });
-  context.setGlobalContextManager(new AsyncLocalStorageContextManager().enable());
-  trace.setGlobalTracerProvider(tracerProvider);
-  metrics.setGlobalMeterProvider(meterProvider);
+  const registered = [
+    context.setGlobalContextManager(new AsyncLocalStorageContextManager().enable()),
+    trace.setGlobalTracerProvider(tracerProvider),
+    metrics.setGlobalMeterProvider(meterProvider),
+  ];
   try {
+    if (registered.includes(false)) throw new Error("an OpenTelemetry global was registered already");
     // Made after the registration, as an application makes its engine after starting its SDK.
     const withSdk = engineOn(bench, false);
     made.push(withSdk);
@@ -164,6 +171,10 @@ export async function runOtelCells(
       "new-key": await perRound(options.rounds, sdk["new-key"], absent["new-key"], ms),
       replay: await perRound(options.rounds, sdk.replay, absent.replay, ms),
     };
+    await tracerProvider.forceFlush();
+    // The SDK side must really have recorded: otherwise it measured a second no-op.
+    if (spansDropped === 0) throw new Error("the SDK engine recorded no spans");
+    options.log(`otel: the SDK side recorded ${spansDropped} spans`);
     return (["new-key", "replay"] as const).map((path) => ({ path, noop: noopRatios[path], sdk: sdkRatios[path] }));
   } finally {
     await tracerProvider.shutdown();

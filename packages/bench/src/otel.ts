@@ -39,7 +39,7 @@ import { INPUT, newKey, orderOnce, TENANT } from "./workload.js";
 const CLIENTS = 16;
 
 /** One side ÷ the engine without the API: throughput, and the client's CPU time per operation. */
-export interface OtelRatios {
+interface OtelRatios {
   readonly opsPerSec: Ratio;
   readonly cpuPerOp: Ratio;
 }

@@ -11,7 +11,7 @@
  * - BENCH_SCALE   multiplies the big sizes of the scale cells and the heap cell's run count
  *                 (Default: 1, or 0.1 with BENCH_ROUNDS=1 so a smoke run stays short).
  * - BENCH_BIG_ROWS records under the new-key scale cell (Default: the stale-run cell's 2 M × BENCH_SCALE).
- * - BENCH_PARTS   comma-separated subset of cells,sweeper,scale,heap (Default: all).
+ * - BENCH_PARTS   comma-separated subset of cells,sweeper,scale,heap,otel (Default: all).
  * - BENCH_OUT     where results.json and targets.svg go (Default: packages/bench/out).
  */
 import { readFileSync } from "node:fs";
@@ -28,6 +28,8 @@ import { measureIdCost } from "./id-cost.js";
 import type { RoundResult } from "./measure.js";
 import { runLoad } from "./measure.js";
 import { heapLine, optionsTable, scaleTable } from "./options-report.js";
+import type { OtelComparison } from "./otel.js";
+import { otelTable, runOtelCells } from "./otel.js";
 import type { PgliteBench } from "./pglite.js";
 import { preparePglite } from "./pglite.js";
 import { createStatementFunctions } from "./plpgsql.js";
@@ -46,7 +48,7 @@ const ROUNDS = positive("BENCH_ROUNDS", 3);
 const SECONDS = positive("BENCH_SECONDS", ROUNDS > 1 ? 2 : 1);
 const SCALE = positive("BENCH_SCALE", ROUNDS > 1 ? 1 : 0.1);
 const BIG_ROWS = process.env.BENCH_BIG_ROWS ? positive("BENCH_BIG_ROWS", 0) : undefined;
-const PARTS = new Set((process.env.BENCH_PARTS ?? "cells,sweeper,scale,heap").split(",").map((p) => p.trim()));
+const PARTS = new Set((process.env.BENCH_PARTS ?? "cells,sweeper,scale,heap,otel").split(",").map((p) => p.trim()));
 const OUT = process.env.BENCH_OUT ?? fileURLToPath(new URL("../out", import.meta.url));
 const HEAP_RUNS = Math.round(100_000 * SCALE);
 const WARMUP_MS = 250;
@@ -204,6 +206,9 @@ async function main(): Promise<number> {
       log(`heap: ${HEAP_RUNS} runs`);
       heap = await measureHeap(bench.engine(16), Math.round(HEAP_RUNS / 10), HEAP_RUNS);
     }
+    // Last: it registers an OpenTelemetry SDK, which would change every engine measured after it.
+    let otel: OtelComparison[] = [];
+    if (PARTS.has("otel")) otel = await runOtelCells(bench, { rounds: ROUNDS, seconds: SECONDS, log });
 
     const left = await bench.admin.query<{ n: number }>(
       "SELECT count(*)::int AS n FROM idempo.runs WHERE tenant_id = $1 AND status = 'in_flight'",
@@ -237,6 +242,9 @@ async function main(): Promise<number> {
       console.log(`Scale (p50 of one call at 1 client; new key: ops/s at 16):\n\n${scaleTable(scale)}\n`);
     }
     if (heap) console.log(`${heapLine(heap)}\n`);
+    if (otel.length > 0) {
+      console.log(`OpenTelemetry on the hot path (ratios per round, medians, min–max):\n\n${otelTable(otel)}\n`);
+    }
     const files = await writeResults(OUT, {
       header: `${header}\n${footer}`,
       cells,

@@ -20,6 +20,7 @@ import { statusAllowsBody } from "../response/reply.js";
 import type { IdempotencyOptions, IdempotentOptions } from "../runtime/options.js";
 import { wrapSettings } from "../runtime/options.js";
 import { closingIfUnread, internalErrorReply, problemHeadersToDrop } from "../runtime/send.js";
+import { nodeRequestHeaders } from "../runtime/trace-context.js";
 import { markWorkflowRoute, runWorkflowRoute, workflowRoute } from "../runtime/workflow-route.js";
 import type { Finished, HandlerRun } from "../runtime/wrapped-run.js";
 import { startWrapped } from "../runtime/wrapped-run.js";
@@ -60,6 +61,7 @@ export function idempotency(engine: Engine, options: IdempotencyOptions<Request>
     const start = await startWrapped(engine, settings, {
       method: req.method,
       keyLines: headerLines(req.rawHeaders, IDEMPOTENCY_KEY_HEADER),
+      headers: nodeRequestHeaders(req.headers),
       tenant: () => resolveTenant(options.tenant, req),
       route: () => routeOf(req),
       body: () => bodyOf(req, settings.maxRequestBytes),
@@ -120,6 +122,7 @@ export function idempotent<In, B>(
     }
     runWorkflowRoute(route, {
       keyLines: headerLines(req.rawHeaders, IDEMPOTENCY_KEY_HEADER),
+      headers: nodeRequestHeaders(req.headers),
       tenant: () => resolveTenant(options.tenant, req),
       readBody: async (maxBytes) => {
         // A parser mounted before the route has read the body already, under its own limit.

@@ -18,6 +18,7 @@ import { statusAllowsBody } from "../response/reply.js";
 import type { IdempotencyOptions, IdempotentOptions, WrapSettings } from "../runtime/options.js";
 import { wrapSettings } from "../runtime/options.js";
 import { problemHeadersToDrop } from "../runtime/send.js";
+import { nodeRequestHeaders } from "../runtime/trace-context.js";
 import { markWorkflowRoute, runWorkflowRoute, workflowRoute, workflowRouteLimit } from "../runtime/workflow-route.js";
 import type { HandlerRun, WrappedStart } from "../runtime/wrapped-run.js";
 import { startWrapped } from "../runtime/wrapped-run.js";
@@ -134,6 +135,7 @@ export function idempotency(engine: Engine, options: FastifyIdempotencyOptions):
       const start = await startWrapped(engine, settings, {
         method: request.method,
         keyLines: headerLines(request.raw.rawHeaders, IDEMPOTENCY_KEY_HEADER),
+        headers: nodeRequestHeaders(request.headers),
         tenant: () => resolveTenant(options.tenant, request),
         route: () => routeOf(request),
         body: async () => bodyFromParsed(request.body, request.headers["content-type"]),
@@ -198,6 +200,7 @@ export function idempotent<In, B>(
   const handler: RouteHandlerMethod = async (request, reply) => {
     const answer = await runWorkflowRoute(route, {
       keyLines: headerLines(request.raw.rawHeaders, IDEMPOTENCY_KEY_HEADER),
+      headers: nodeRequestHeaders(request.headers),
       tenant: () => resolveTenant(options.tenant, request),
       input: async () => options.input(request),
     });

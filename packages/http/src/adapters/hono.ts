@@ -20,6 +20,7 @@ import { statusAllowsBody } from "../response/reply.js";
 import type { IdempotencyOptions, IdempotentOptions } from "../runtime/options.js";
 import { wrapSettings } from "../runtime/options.js";
 import { closingIfUnread, problemHeadersToDrop } from "../runtime/send.js";
+import type { RequestHeaders } from "../runtime/trace-context.js";
 import { isWorkflowRoute, markWorkflowRoute, runWorkflowRoute, workflowRoute } from "../runtime/workflow-route.js";
 import type { HandlerRun } from "../runtime/wrapped-run.js";
 import { startWrapped } from "../runtime/wrapped-run.js";
@@ -58,6 +59,7 @@ export function idempotency<E extends Env = Env>(
     const start = await startWrapped(engine, settings, {
       method: c.req.method,
       keyLines: keyLinesOf(c),
+      headers: headersOf(c),
       tenant: () => resolveTenant(options.tenant, c),
       route: () => target.route,
       body: () => bodyOf(c, settings.maxRequestBytes),
@@ -114,6 +116,7 @@ export function idempotent<In, B, E extends Env = Env>(
       closingIfUnread(
         await runWorkflowRoute(route, {
           keyLines: keyLinesOf(c),
+          headers: headersOf(c),
           tenant: () => resolveTenant(options.tenant, c),
           readBody: async (maxBytes) => {
             await cacheBody(c, maxBytes);
@@ -137,6 +140,12 @@ function keyLinesOf(c: Context): string[] {
   if (Array.isArray(incoming?.rawHeaders)) return headerLines(incoming.rawHeaders as string[], IDEMPOTENCY_KEY_HEADER);
   const value = c.req.raw.headers.get(IDEMPOTENCY_KEY_HEADER);
   return value === null ? [] : [value];
+}
+
+/** The request's headers, read from the Fetch API request (names are lower case there). */
+function headersOf(c: Context): RequestHeaders {
+  const headers = c.req.raw.headers;
+  return { get: (name) => headers.get(name) ?? undefined, keys: () => [...headers.keys()] };
 }
 
 /** The route this request goes to: the first one from this middleware on that is registered for its method. */

@@ -14,6 +14,8 @@ import type { HttpReply } from "../response/reply.js";
 import { jsonReply, REPLAYED_HEADER } from "../response/reply.js";
 import type { IdempotentOptions } from "./options.js";
 import { checkCommon, maxRequestBytes } from "./options.js";
+import type { RequestHeaders } from "./trace-context.js";
+import { inRequestTrace } from "./trace-context.js";
 
 /**
  * Marks handlers made by `idempotent()`, so middleware mounted for a whole
@@ -43,6 +45,8 @@ export function isWorkflowRoute(handler: unknown): boolean {
 /** A request as a workflow route needs it; the adapter fills it in. */
 export interface WorkflowRequest<In> {
   readonly keyLines: readonly string[];
+  /** All headers, for the trace context the request may carry. */
+  readonly headers: RequestHeaders;
   tenant(): Promise<string>;
   /**
    * Read the body, refusing it past `maxBytes` (413), before `input` sees
@@ -106,7 +110,9 @@ export async function runWorkflowRoute<Req, In, B>(
     const tenantId = await request.tenant();
     await request.readBody?.(route.maxRequestBytes);
     const input = await readInput(request);
-    const result = await route.engine.runOnce(route.workflow, { tenantId, key, input });
+    const result = await inRequestTrace(request.headers, () =>
+      route.engine.runOnce(route.workflow, { tenantId, key, input }),
+    );
     const headers: Record<string, string> = {};
     const extra = route.options.headers?.({ status: result.status, body: result.body }) ?? {};
     for (const [name, value] of Object.entries(extra)) headers[name.toLowerCase()] = value;

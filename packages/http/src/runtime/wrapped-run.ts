@@ -26,6 +26,8 @@ import type { HttpReply } from "../response/reply.js";
 import { REPLAYED_HEADER } from "../response/reply.js";
 import { deferred } from "./deferred.js";
 import type { WrapSettings } from "./options.js";
+import type { RequestHeaders } from "./trace-context.js";
+import { inRequestTrace } from "./trace-context.js";
 
 /** What a wrapped handler may know about the run it executes in. */
 export interface HandlerRun {
@@ -44,6 +46,8 @@ export interface WrappedRequest {
   readonly method: string;
   /** Every `Idempotency-Key` header line. */
   readonly keyLines: readonly string[];
+  /** All headers, for the trace context the request may carry. */
+  readonly headers: RequestHeaders;
   tenant(): Promise<string>;
   route(): RouteFacts;
   /** Read (or take the parsed) body; may throw 413 or 400 errors. */
@@ -126,7 +130,7 @@ export async function startWrapped(
     const tenantId = await request.tenant();
     const route = request.route();
     const input = wrappedInput(route, await request.body());
-    return await claim(engine, settings, { tenantId, key, route, input });
+    return await claim(engine, settings, { tenantId, key, route, input, headers: request.headers });
   } catch (error) {
     if (isIdempoError(error)) return { kind: "reply", reply: problemReply(error) };
     throw error;
@@ -136,7 +140,7 @@ export async function startWrapped(
 async function claim(
   engine: Engine,
   settings: WrapSettings,
-  req: { tenantId: string; key: string; route: RouteFacts; input: Record<string, unknown> },
+  req: { tenantId: string; key: string; route: RouteFacts; input: Record<string, unknown>; headers: RequestHeaders },
 ): Promise<WrappedStart> {
   const started = deferred<HandlerRun>();
   const handed = deferred<{ captured: CapturedResponse; answered: boolean }>();
@@ -156,7 +160,9 @@ async function claim(
     })
     .respond(() => (stored ? { status: stored.status as number, body: stored } : lostResponse()));
 
-  const running = engine.runOnce(wf, { tenantId: req.tenantId, key: req.key, input: req.input as JsonValue });
+  const running = inRequestTrace(req.headers, () =>
+    engine.runOnce(wf, { tenantId: req.tenantId, key: req.key, input: req.input as JsonValue }),
+  );
   const first = await Promise.race([
     started.promise.then((run) => ({ run }) as const),
     running.then(

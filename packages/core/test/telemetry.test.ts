@@ -30,7 +30,12 @@ const tracerProvider = new BasicTracerProvider({ spanProcessors: [new SimpleSpan
 const meterProvider = new MeterProvider({ readers: [reader] });
 const KEY = "order-key-secret-42";
 
+// Made before any provider is registered, as an application's module-level engine is.
+let early: Engine | undefined;
+
 beforeAll(() => {
+  // t.db exists from the database hook on; the engine is made before the providers below.
+  early = createEngine({ db: t.db });
   context.setGlobalContextManager(new AsyncLocalStorageContextManager().enable());
   trace.setGlobalTracerProvider(tracerProvider);
   metrics.setGlobalMeterProvider(meterProvider);
@@ -214,5 +219,17 @@ describe("telemetry of a crash-and-resume checkout", () => {
     });
     expect(JSON.stringify(lines)).not.toContain(KEY);
     expect(consoleCalls).not.toHaveBeenCalled();
+  });
+});
+
+describe("an engine made before the SDK was registered", () => {
+  it("still records its spans", async () => {
+    const tiny = workflow("tiny")
+      .phase("only", () => ({}))
+      .respond(() => ({ status: 200, body: null }));
+    await (early as Engine).runOnce(tiny, { tenantId: "acme", key: "early-1", input: {} });
+    const names = spans.getFinishedSpans().map((s) => s.name);
+    expect(names).toContain("runOnce tiny");
+    expect(names).toContain("phase only");
   });
 });

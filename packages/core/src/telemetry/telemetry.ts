@@ -93,7 +93,6 @@ function createInstruments(api: typeof Api): Instruments {
 /** Telemetry of one engine. */
 export class Telemetry {
   readonly #api: typeof Api | null;
-  readonly #tracer: Api.Tracer | null;
   readonly #logger: Logger;
   // Metric instruments are made at first use: the application registers its meter provider at start-up.
   #instruments: Instruments | null = null;
@@ -101,7 +100,6 @@ export class Telemetry {
   constructor(logger: Logger) {
     this.#logger = logger;
     this.#api = loadOtel();
-    this.#tracer = this.#api?.trace.getTracer("idempo", version) ?? null;
   }
 
   #metrics(): Instruments | null {
@@ -140,8 +138,11 @@ export class Telemetry {
     fn: (scope: SpanScope) => Promise<T>,
   ): Promise<T> {
     const api = this.#api;
-    const tracer = this.#tracer;
-    if (!api || !tracer) return fn(NO_SPAN);
+    if (!api) return fn(NO_SPAN);
+    // Looked up per span, not once: the application may register its provider
+    // after the engine was made, and through the API's other module build
+    // (ESM beside this CommonJS require), whose proxy this one never sees.
+    const tracer = api.trace.getTracer("idempo", version);
     const spanKind = { internal: api.SpanKind.INTERNAL, server: api.SpanKind.SERVER, producer: api.SpanKind.PRODUCER }[
       kind
     ];

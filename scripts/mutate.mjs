@@ -10,6 +10,7 @@
  *   node scripts/mutate.mjs --only unfenced-phase-commit --suites core,torture
  *   node scripts/mutate.mjs --only unfenced-phase-commit --suites torture --repeat 3
  *   node scripts/mutate.mjs --list
+ *   node scripts/mutate.mjs --check              # no suites: does each patch apply and type-check?
  *   node scripts/mutate.mjs --markdown out.md    # also write the table as Markdown
  *
  * Each patch is a plain `git diff` of packages/core/src. When the source has
@@ -35,6 +36,7 @@ const { values } = parseArgs({
     list: { type: "boolean", default: false },
     markdown: { type: "string" },
     "skip-baseline": { type: "boolean", default: false },
+    check: { type: "boolean", default: false },
   },
 });
 
@@ -153,6 +155,38 @@ if (alreadyIn.length > 0) {
     `packages/core/src already contains the fault(s) ${alreadyIn.map((p) => p.name).join(", ")}; restore it first`,
   );
   process.exit(2);
+}
+
+if (values.check) {
+  // Cheap upkeep after the source moves: apply each patch, type-check core, restore. No test runs.
+  let bad = 0;
+  for (const p of chosen) {
+    const text = readFileSync(join(patchDir, p.file), "utf8");
+    const check = git(["apply", "--check", "-"], text);
+    if (check.status !== 0) {
+      bad++;
+      console.log(`${p.name}: STALE (${check.stderr.trim().split("\n")[0]})`);
+      continue;
+    }
+    for (const file of touchedFiles(text)) saved.set(file, readFileSync(join(root, file), "utf8"));
+    try {
+      const applied = git(["apply", "-"], text);
+      if (applied.status !== 0) throw new Error(`git apply failed: ${applied.stderr}`);
+      const tsc = spawnSync("pnpm", ["--filter", "@idempo/core", "exec", "tsc", "--noEmit", "-p", "tsconfig.json"], {
+        cwd: root,
+        encoding: "utf8",
+      });
+      if (tsc.status === 0) console.log(`${p.name}: applies and type-checks`);
+      else {
+        bad++;
+        console.log(`${p.name}: DOES NOT TYPE-CHECK\n${tsc.stdout.trim().split("\n").slice(0, 5).join("\n")}`);
+      }
+    } finally {
+      restore();
+    }
+  }
+  rmSync(scratch, { recursive: true, force: true });
+  process.exit(bad > 0 ? 2 : 0);
 }
 
 let baselineFailures = new Set();

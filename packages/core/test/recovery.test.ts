@@ -48,9 +48,9 @@ describe("lease renewal keeps long work owned", () => {
         return { aborted: signal.aborted };
       })
       .respond(({ state }) => ({ status: 201, body: state }));
-    // Default heartbeat: a third of the lease.
-    const a = createEngine({ db: t.db, leaseMs: 1500 });
-    const b = createEngine({ db: t.connect(4), leaseMs: 1500 });
+    // Default heartbeat: a third of the lease, so a renewal has two intervals of slack on a busy machine.
+    const a = createEngine({ db: t.db, leaseMs: 6000 });
+    const b = createEngine({ db: t.connect(4), leaseMs: 6000 });
     const running = a.runOnce(slow, { tenantId: "lr", key: "k1", input: {} });
     await inStep;
     for (let i = 0; i < 3; i++) {

@@ -347,6 +347,7 @@ function newRun(key: string, p: Payload, minted: Minted): NewRun {
     key,
     runId: minted.runId,
     workflow: WORKFLOW,
+    workflowVersion: 1,
     outline: OUTLINE,
     definitionHash: "prop-hash",
     fingerprint: fingerprintOf(p),

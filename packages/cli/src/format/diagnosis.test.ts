@@ -25,6 +25,7 @@ function record(over: Partial<RunRecord>): RunRecord {
     key: "order-1",
     runId: "run-1",
     workflow: "checkout",
+    workflowVersion: 1,
     definition: ["phase:create_order", "step:charge", "phase:record_charge"],
     status: "in_flight",
     parkedReason: null,

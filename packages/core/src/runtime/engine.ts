@@ -26,6 +26,7 @@ import { SILENT } from "../telemetry/logger.js";
 import type { ClaimResult, SpanScope } from "../telemetry/telemetry.js";
 import { keyHash, Telemetry } from "../telemetry/telemetry.js";
 import type { Definition, Workflow } from "../workflow/definition.js";
+import { deployedByName, versionsOf } from "../workflow/versions.js";
 import type { AdminApi } from "./admin-api.js";
 import { adminApi } from "./admin-api.js";
 import { isConnectionLoss } from "./db-errors.js";
@@ -39,7 +40,7 @@ import type { KeyPage, ListKeysOptions, RunRecord } from "./records.js";
 import { decodeCursor, encodeCursor, toRecord } from "./records.js";
 import type { Relay, RelayOptions } from "./relay.js";
 import { startRelay } from "./relay.js";
-import { checkResumable } from "./resumable.js";
+import { pickDefinition } from "./resumable.js";
 import type { RunResult } from "./run-result.js";
 import { deepFreeze, inputToJson, parsedInputHash, parseInput, reparseInput } from "./values.js";
 import type { Worker } from "./worker.js";
@@ -187,24 +188,6 @@ const CLAIM_ROUNDS = 8;
 /** Longest retention accepted: 100 years (the DB clock arithmetic stays far from overflow). */
 const MAX_RETENTION_MS = 100 * 365 * 24 * 60 * 60 * 1000;
 
-/** The definitions `resumeStale` may run, by name; anything else in the list is a usage error. */
-function workflowsByName(where: string, workflows: unknown): Map<string, Definition> {
-  if (!Array.isArray(workflows) || workflows.length === 0) {
-    throw new InvalidOptionError("workflows", `${where}: workflows must be a non-empty array of workflows`);
-  }
-  const byName = new Map<string, Definition>();
-  workflows.forEach((w: { definition?: Definition } | undefined, i) => {
-    if (!w?.definition?.items) {
-      throw new InvalidOptionError(
-        "workflows",
-        `${where}: workflows[${i}] is not a workflow built with workflow(...).respond(...)`,
-      );
-    }
-    byName.set(w.definition.name, w.definition);
-  });
-  return byName;
-}
-
 /**
  * Create an engine on the application's Kysely database.
  *
@@ -328,6 +311,7 @@ export function createEngine<DB>(options: EngineOptions<DB>): Engine {
         key,
         runId: newId(),
         workflow: def.name,
+        workflowVersion: def.version,
         outline: def.outline,
         definitionHash: def.hash,
         fingerprint,
@@ -407,20 +391,22 @@ export function createEngine<DB>(options: EngineOptions<DB>): Engine {
         throw new RunParkedError(tenantId, key, taken.reason);
       }
       claimed("takeover");
-      return resume(def, taken.run, { tenantId, key, ownerToken }, runLease, span) as Promise<RunResult<B>>;
+      return resume(versionsOf(def), taken.run, { tenantId, key, ownerToken }, runLease, span) as Promise<RunResult<B>>;
     }
     claimed("in_progress");
     throw new IdempotencyKeyInProgressError(tenantId, key, 0);
   }
 
+  /** Resume a taken-over run under the deployed version that fits it (`deployed`: newest first). */
   async function resume(
-    def: Definition,
+    deployed: readonly Definition[],
     taken: TakenRun,
     own: { tenantId: string; key: string; ownerToken: string },
     runLease: number,
     span: SpanScope,
   ): Promise<RunResult<unknown>> {
     span.set({ "idempo.attempt": taken.attempt });
+    const def = deployed[0] as Definition;
     telemetry.log(
       "info",
       {
@@ -432,28 +418,29 @@ export function createEngine<DB>(options: EngineOptions<DB>): Engine {
       },
       "idempo: took over an expired lease; resuming after the recovery point",
     );
-    checkResumable(def, taken);
+    const picked = pickDefinition(deployed, taken);
     return execute(deps(), {
-      def,
+      def: picked,
       own: { ...own, runId: taken.runId },
       attempt: taken.attempt,
-      input: await reparseInput(def, JSON.parse(taken.input) as JsonValue, taken.parsedInputHash),
+      input: await reparseInput(picked, JSON.parse(taken.input) as JsonValue, taken.parsedInputHash),
       state: deepFreeze(JSON.parse(taken.state) as JsonObject),
       recoveryPoint: taken.recoveryPoint,
       leaseMs: runLease,
       span,
-      attemptTimeoutMs: boundOf(def),
+      attemptTimeoutMs: boundOf(picked),
     });
   }
 
   async function resumeStale(opts: ResumeStaleOptions): Promise<ResumeReport> {
-    const byName = workflowsByName("resumeStale", opts?.workflows);
+    const byName = deployedByName("resumeStale", opts?.workflows);
     const limit = intOption("resumeStale", "limit", opts.limit, 1, 10_000, 100);
     const resumed: ResumeReport["resumed"][number][] = [];
     const failed: ResumeReport["failed"][number][] = [];
     const parked: ResumeReport["parked"][number][] = [];
     for (const stale of await selectStaleRuns(db, tables, [...byName.keys()], limit)) {
-      const def = byName.get(stale.workflow) as Definition;
+      const versions = byName.get(stale.workflow) as readonly Definition[];
+      const def = versions[0] as Definition;
       const runLease = def.options.leaseMs ?? leaseMs;
       const ownerToken = newId();
       try {
@@ -480,7 +467,7 @@ export function createEngine<DB>(options: EngineOptions<DB>): Engine {
             telemetry.count("claims", { "idempo.workflow": stale.workflow, "idempo.claim.result": "takeover" });
             span.set({ "idempo.claim.result": "takeover" });
             const result = await resume(
-              def,
+              versions,
               taken.run,
               { tenantId: stale.tenantId, key: stale.key, ownerToken },
               runLease,
@@ -541,7 +528,7 @@ export function createEngine<DB>(options: EngineOptions<DB>): Engine {
     startRelay: (opts) => startRelay(db, tables, () => faultHookOf(engine), telemetry, opts),
     startWorker(opts) {
       const intervalMs = intOption("startWorker", "intervalMs", opts?.intervalMs, 1, MAX_TIMER_MS, 5_000);
-      workflowsByName("startWorker", opts.workflows);
+      deployedByName("startWorker", opts.workflows);
       intOption("startWorker", "limit", opts.limit, 1, 10_000, 100);
       const onError = opts.onError ?? (() => {});
       return startLoop(

@@ -33,6 +33,8 @@ export interface RunRecord {
   readonly key: string;
   readonly runId: string;
   readonly workflow: string;
+  /** The workflow version the run started under (1 for unversioned workflows); see `WorkflowBuilder.version`. */
+  readonly workflowVersion: number;
   /** `kind:name` of each phase and step of the definition the run started under. */
   readonly definition: readonly string[];
   /**
@@ -104,6 +106,7 @@ export function toRecord(row: RecordRow, history: HistoryRow[] | undefined): Run
     key: row.key,
     runId: row.run_id,
     workflow: row.workflow,
+    workflowVersion: row.workflow_version,
     definition: JSON.parse(row.definition) as string[],
     status: row.status,
     parkedReason: row.parked_reason,

@@ -3,15 +3,13 @@ import type { TakenRun } from "../store/run-store.js";
 import type { Definition } from "../workflow/definition.js";
 
 /**
- * Check that a run started under another definition can resume under this
- * one: its recovery point must still exist and every item after it must be
- * unchanged, so no step is re-derived and called again under a new name.
+ * True when `def` can finish a run that stopped at its recovery point: the
+ * recovery point exists in `def` and every item after it is unchanged
+ * (kind and name, in order), so no step is re-derived and called again
+ * under a new name and no finished item is run twice.
  */
-export function checkResumable(def: Definition, taken: TakenRun): void {
-  if (taken.workflow !== def.name) {
-    throw new WorkflowDefinitionError(`run belongs to workflow '${taken.workflow}', not '${def.name}'`);
-  }
-  if (taken.definitionHash === def.hash) return;
+function admits(def: Definition, taken: TakenRun): boolean {
+  if (taken.definitionHash === def.hash) return true;
   const rp = taken.recoveryPoint;
   const from = (outline: readonly string[]) => {
     if (rp === null) return outline;
@@ -20,11 +18,60 @@ export function checkResumable(def: Definition, taken: TakenRun): void {
   };
   const stored = from(taken.outline);
   const current = from(def.outline);
-  if (current === null || stored === null || JSON.stringify(stored) !== JSON.stringify(current)) {
-    throw new WorkflowDefinitionError(
-      `cannot resume workflow '${def.name}' at recovery point '${rp ?? "(start)"}': the run started under ` +
-        `[${taken.outline.join(", ")}] but the current definition is [${def.outline.join(", ")}]. ` +
-        "Deploy the old definition (or a new workflow name) to finish in-flight runs before renaming, reordering or removing phases and steps",
+  return current !== null && stored !== null && JSON.stringify(stored) === JSON.stringify(current);
+}
+
+/** What to do about a run no deployed version can finish, by why none can. */
+function advice(deployed: readonly Definition[], taken: TakenRun): string {
+  const name = deployed[0]?.name ?? taken.workflow;
+  const newest = deployed[0]?.version ?? 1;
+  const v = taken.workflowVersion;
+  const later = "; or finish the run by hand with engine.cancel";
+  if (deployed.some((d) => d.version === v)) {
+    return (
+      `Version ${v} was changed in place: renaming, reordering or removing phases and steps needs a new version. ` +
+      `Restore version ${v}'s items and put the change under a higher one ` +
+      `(workflow('${name}').version(${newest + 1}).replaces(v${v}))${later}`
     );
   }
+  if (v < newest) {
+    return (
+      `Keep version ${v} deployed until its runs finish: give it to .replaces(...) of version ${newest}, ` +
+      `or list it in the workflows of resumeStale/startWorker${later}`
+    );
+  }
+  return (
+    `Version ${v} is newer than every deployed version; to roll back, deploy the old code as version ${v + 1} ` +
+    `with .replaces(v${v}) so that version ${v}'s runs still finish${later}`
+  );
+}
+
+/**
+ * Choose the deployed definition that resumes a stored run: its own
+ * version when that is deployed and admits the run, else the newest
+ * deployed version whose outline from the recovery point on is the same as
+ * the run's (what an unversioned redeploy always did).
+ *
+ * @param deployed the versions of the run's workflow this process runs, newest first (never empty).
+ * @throws WorkflowDefinitionError when the run belongs to another workflow,
+ * or when no deployed version can finish it; the message names the run's
+ * version and outline, every deployed one, and what to do.
+ */
+export function pickDefinition(deployed: readonly Definition[], taken: TakenRun): Definition {
+  const newest = deployed[0] as Definition;
+  if (taken.workflow !== newest.name) {
+    throw new WorkflowDefinitionError(`run belongs to workflow '${taken.workflow}', not '${newest.name}'`);
+  }
+  const own = deployed.find((d) => d.version === taken.workflowVersion);
+  const order = own ? [own, ...deployed.filter((d) => d !== own)] : deployed;
+  const fit = order.find((d) => admits(d, taken));
+  if (fit) return fit;
+  const plural = deployed.length > 1 ? "no deployed version has" : "the deployed definition does not have";
+  throw new WorkflowDefinitionError(
+    `cannot resume workflow '${newest.name}' at recovery point '${taken.recoveryPoint ?? "(start)"}': ` +
+      `the run started under version ${taken.workflowVersion} [${taken.outline.join(", ")}] and ${plural} ` +
+      `that recovery point followed by the same items (deployed: ${deployed
+        .map((d) => `version ${d.version} [${d.outline.join(", ")}]`)
+        .join("; ")}). ${advice(deployed, taken)}`,
+  );
 }

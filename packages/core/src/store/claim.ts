@@ -12,6 +12,8 @@ export interface NewRun {
   readonly key: string;
   readonly runId: string;
   readonly workflow: string;
+  /** The version of the definition that starts the run. */
+  readonly workflowVersion: number;
   readonly outline: readonly string[];
   readonly definitionHash: string;
   readonly fingerprint: string;
@@ -57,11 +59,12 @@ export async function claimNewKey(db: Executor, t: Tables, run: NewRun): Promise
   const { rows } = await sql<ClaimRow>`/* idempo:claim */
     WITH inserted AS (
       INSERT INTO ${t.runs} (tenant_id, key, run_id, workflow, definition, definition_hash, fingerprint,
-                             input, parsed_input_hash, status, owner_token, locked_until, attempt, retention_ms)
+                             input, parsed_input_hash, status, owner_token, locked_until, attempt, retention_ms,
+                             workflow_version)
       VALUES (${run.tenantId}, ${run.key}, ${run.runId}, ${run.workflow}, ${JSON.stringify(run.outline)}::json,
               ${run.definitionHash}, ${run.fingerprint}, ${run.input}::json, ${run.parsedInputHash}, 'in_flight',
               ${run.ownerToken},
-              clock_timestamp() + ${leaseInterval(run.leaseMs)}, 1, ${run.retentionMs})
+              clock_timestamp() + ${leaseInterval(run.leaseMs)}, 1, ${run.retentionMs}, ${run.workflowVersion})
       ON CONFLICT (tenant_id, key) DO NOTHING
       RETURNING 1
     )
@@ -109,7 +112,7 @@ export async function reclaimExpiredKey(db: Executor, t: Tables, run: NewRun): P
     WITH reset AS (
       UPDATE ${t.runs}
       SET run_id = ${run.runId}, workflow = ${run.workflow}, definition = ${JSON.stringify(run.outline)}::json,
-          definition_hash = ${run.definitionHash}, fingerprint = ${run.fingerprint}, input = ${run.input}::json,
+          definition_hash = ${run.definitionHash}, workflow_version = ${run.workflowVersion}, fingerprint = ${run.fingerprint}, input = ${run.input}::json,
           parsed_input_hash = ${run.parsedInputHash},
           status = 'in_flight', owner_token = ${run.ownerToken},
           locked_until = clock_timestamp() + ${leaseInterval(run.leaseMs)}, attempt = 1, attempt_floor = 0,
@@ -156,6 +159,7 @@ interface TakeoverRow {
   definition: string;
   definition_hash: string;
   workflow: string;
+  workflow_version: number;
   parsed_input_hash: string | null;
 }
 
@@ -198,7 +202,7 @@ export async function takeOverExpiredLease(
       AND status = 'in_flight' AND locked_until <= clock_timestamp()
       AND (${req.fingerprint}::text IS NULL OR fingerprint = ${req.fingerprint})
     RETURNING status, parked_reason, run_id, attempt, recovery_point, state::text AS state, input::text AS input,
-              definition::text AS definition, definition_hash, workflow, parsed_input_hash
+              definition::text AS definition, definition_hash, workflow, parsed_input_hash, workflow_version
   `.execute(db);
   const row = rows[0];
   if (!row) return null;
@@ -214,6 +218,7 @@ export async function takeOverExpiredLease(
       outline: JSON.parse(row.definition) as string[],
       definitionHash: row.definition_hash,
       workflow: row.workflow,
+      workflowVersion: row.workflow_version,
       parsedInputHash: row.parsed_input_hash,
     },
   };

@@ -10,6 +10,7 @@ export interface RecordRow {
   key: string;
   run_id: string;
   workflow: string;
+  workflow_version: number;
   definition: string;
   status: RunStatus;
   parked_reason: string | null;
@@ -45,7 +46,7 @@ export interface HistoryRow {
 
 /** The columns of a record as operators see it; also the RETURNING list of every operator transition. */
 export const RECORD_COLUMNS = sql`
-  tenant_id, key, run_id, workflow, definition::text AS definition, status, parked_reason, parked_at, attempt_floor,
+  tenant_id, key, run_id, workflow, workflow_version, definition::text AS definition, status, parked_reason, parked_at, attempt_floor,
   recovery_point,
   state::text AS state, input::text AS input, attempt, owner_token,
   CASE WHEN status = 'in_flight'

@@ -71,6 +71,8 @@ export interface TakenRun {
   readonly outline: readonly string[];
   readonly definitionHash: string;
   readonly workflow: string;
+  /** The workflow version the run started under (1 for runs of unversioned workflows). */
+  readonly workflowVersion: number;
   readonly parsedInputHash: string | null;
 }
 

@@ -6,6 +6,15 @@ import { intOption, MAX_TIMER_MS } from "../runtime/option-checks.js";
 import type { PhaseContext, ResponseSpec, RunInfo, StepContext } from "./context.js";
 import type { Definition, Item, StepOptions, Workflow, WorkflowOptions } from "./definition.js";
 import { outlineHash } from "./definition.js";
+import { checkVersion, olderVersions } from "./versions.js";
+
+/** What `.version` and `.replaces` collected so far; checked together in `respond`. */
+interface Versioning {
+  readonly version: number | undefined;
+  readonly replaces: readonly unknown[];
+}
+
+const UNVERSIONED: Versioning = Object.freeze({ version: undefined, replaces: Object.freeze([]) });
 
 type Simplify<T> = { [K in keyof T]: T[K] } & {};
 /** The state after merging a phase or step result `O` into `S`. */
@@ -43,14 +52,67 @@ export class WorkflowBuilder<DB, In, I, S> {
   readonly #schema: z.ZodType | undefined;
   readonly #items: readonly Item[];
   readonly #options: Readonly<WorkflowOptions>;
+  readonly #versioning: Versioning;
 
   /** @internal use {@link workflow} */
-  constructor(name: string, schema: z.ZodType | undefined, items: readonly Item[], options: Readonly<WorkflowOptions>) {
+  constructor(
+    name: string,
+    schema: z.ZodType | undefined,
+    items: readonly Item[],
+    options: Readonly<WorkflowOptions>,
+    versioning: Versioning = UNVERSIONED,
+  ) {
     this.#name = name;
     this.#schema = schema;
     this.#items = items;
     this.#options = options;
+    this.#versioning = versioning;
     Object.freeze(this);
+  }
+
+  /**
+   * Number this definition (Default: 1). Every run it starts stores the
+   * number; a run later resumed (a retry, `resumeStale`, a worker) goes on
+   * under the deployed definition with its own number when there is one,
+   * so a run started under version 1 finishes on version 1's phases and
+   * steps while new runs take version 2. Bump it whenever a change must not
+   * reach runs already in flight or suspended, and keep the old definition
+   * deployed with {@link replaces}. The version is not part of the request
+   * fingerprint. The idea is Restate's and Temporal's worker versioning: a
+   * run stays pinned to the code it started on. See docs/versioning.md.
+   *
+   * @param version an integer from 1 to 2 147 483 647; higher is newer.
+   * @throws WorkflowDefinitionError on any other value, or when the version was already set.
+   */
+  version(version: number): WorkflowBuilder<DB, In, I, S> {
+    checkVersion(this.#name, version);
+    if (this.#versioning.version !== undefined) {
+      throw new WorkflowDefinitionError(
+        `workflow '${this.#name}': version is already ${this.#versioning.version}; call .version() once`,
+      );
+    }
+    return this.#with({ ...this.#versioning, version });
+  }
+
+  /**
+   * Keep older versions of this workflow deployed with this one: wherever
+   * this workflow is given (`runOnce`, `resumeStale`, `startWorker`), runs
+   * stored under one of `older`'s versions resume under that definition.
+   * New runs always take this (the newest) version. What an older version
+   * replaces is kept too, so `v3.replaces(v2)` also keeps what `v2`
+   * replaces. May be called more than once; checked by `respond`.
+   *
+   * @param older finished workflows with the same name and lower versions.
+   * @throws WorkflowDefinitionError from `respond` when one is not a
+   * finished workflow, has another name or a version not below this one,
+   * or when two different definitions carry the same version.
+   */
+  replaces(...older: readonly Workflow<unknown, unknown>[]): WorkflowBuilder<DB, In, I, S> {
+    return this.#with({ ...this.#versioning, replaces: Object.freeze([...this.#versioning.replaces, ...older]) });
+  }
+
+  #with(versioning: Versioning): WorkflowBuilder<DB, In, I, S> {
+    return new WorkflowBuilder(this.#name, this.#schema, this.#items, this.#options, Object.freeze(versioning));
   }
 
   /**
@@ -68,7 +130,7 @@ export class WorkflowBuilder<DB, In, I, S> {
         } without safeParseAsync`,
       );
     }
-    return new WorkflowBuilder(this.#name, schema, this.#items, this.#options);
+    return new WorkflowBuilder(this.#name, schema, this.#items, this.#options, this.#versioning);
   }
 
   /**
@@ -114,9 +176,13 @@ export class WorkflowBuilder<DB, In, I, S> {
    * Finish the definition: `fn` builds the final response from the state; it
    * is stored in the transaction that marks the run completed and replayed
    * verbatim to every retry.
+   *
+   * @throws WorkflowDefinitionError when what `.replaces()` was given does not fit (see there).
    */
   respond<B>(fn: (ctx: RunInfo<I, S>) => ResponseSpec<B> | Promise<ResponseSpec<B>>): Workflow<In, B> {
     const outline = this.#items.map((i) => `${i.kind}:${i.name}`);
+    const version = this.#versioning.version ?? 1;
+    const replaces = olderVersions(this.#name, version, this.#versioning.replaces);
     const definition: Definition = Object.freeze({
       name: this.#name,
       schema: this.#schema,
@@ -125,8 +191,10 @@ export class WorkflowBuilder<DB, In, I, S> {
       options: this.#options,
       outline: Object.freeze(outline),
       hash: outlineHash(outline),
+      version,
+      replaces,
     });
-    return Object.freeze({ name: this.#name, definition });
+    return Object.freeze({ name: this.#name, version, definition });
   }
 
   #add(item: Item): WorkflowBuilder<DB, In, I, never> {
@@ -140,7 +208,13 @@ export class WorkflowBuilder<DB, In, I, S> {
         `workflow '${this.#name}' already has a ${clash.kind} named '${item.name}'; phase and step names must be unique`,
       );
     }
-    return new WorkflowBuilder(this.#name, this.#schema, Object.freeze([...this.#items, item]), this.#options);
+    return new WorkflowBuilder(
+      this.#name,
+      this.#schema,
+      Object.freeze([...this.#items, item]),
+      this.#options,
+      this.#versioning,
+    );
   }
 }
 

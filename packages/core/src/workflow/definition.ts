@@ -95,6 +95,10 @@ export interface Definition {
   readonly outline: readonly string[];
   /** SHA-256 (hex) of the outline. */
   readonly hash: string;
+  /** The version stored with every run this definition starts (1 unless `.version(n)` set it). */
+  readonly version: number;
+  /** Older versions of the same workflow kept deployed with it (`.replaces`), newest first, never this one. */
+  readonly replaces: readonly Definition[];
 }
 
 declare const inputType: unique symbol;
@@ -108,6 +112,12 @@ declare const bodyType: unique symbol;
 export interface Workflow<In, B> {
   /** The workflow's name, stored with every run and part of the request fingerprint. */
   readonly name: string;
+  /**
+   * The version new runs are stored under: 1 unless the builder's
+   * `.version(n)` set another. Not part of the fingerprint, so a retry
+   * after a deploy still matches the run it started.
+   */
+  readonly version: number;
   /** @internal */
   readonly definition: Definition;
   /** @internal type-only marker */

@@ -5,7 +5,6 @@ import {
   IdempotencyKeyInProgressError,
   IdempotencyKeyMismatchError,
   InputValidationError,
-  InvalidOptionError,
   RunParkedError,
   WorkflowDefinitionError,
   WorkflowUsageError,

@@ -100,10 +100,12 @@ export class LeaseLostError extends IdempoError {
 }
 
 /**
- * The workflow definition is invalid (duplicate names), or a stored run
- * cannot be resumed under the current definition because its recovery point
- * or the steps after it changed (500). Deploy the old definition under its
- * old name to finish such runs, or release and re-run them deliberately.
+ * The workflow definition is invalid (duplicate names, a bad version
+ * number, replaced versions that do not fit), or a stored run cannot be
+ * resumed by any deployed version of its workflow because its recovery
+ * point or the steps after it changed (500). Deploy the run's version next
+ * to the new one (`.version(n).replaces(old)`) to finish such runs, or
+ * cancel them deliberately.
  */
 export class WorkflowDefinitionError extends IdempoError {
   constructor(message: string) {

@@ -88,7 +88,9 @@ export interface Engine extends AdminApi, OperatorVerbs {
   /**
    * Run `workflow` once for `(tenantId, key)`: claim the key and execute, or
    * replay the stored response, or take over an expired lease and resume
-   * after the last recovery point.
+   * after the last recovery point. New runs take `workflow`'s version; a
+   * stored run resumes under its own version when `workflow` replaces it
+   * (see `WorkflowBuilder.version`).
    *
    * @returns the response, with `replayed: true` when it came from the stored record.
    * @throws InvalidIdempotencyKeyError (400) bad key or tenant, before any SQL.
@@ -96,7 +98,7 @@ export interface Engine extends AdminApi, OperatorVerbs {
    * @throws IdempotencyKeyInProgressError (409) another attempt holds a valid lease; see `retryAfterMs`.
    * @throws IdempotencyKeyMismatchError (422) the key was used with another payload or workflow.
    * @throws LeaseLostError (409) this attempt was taken over while it worked.
-   * @throws WorkflowDefinitionError (500) the stored recovery point is not in this definition.
+   * @throws WorkflowDefinitionError (500) no deployed version (`workflow` and those it replaces) can finish the stored run.
    * @throws RunParkedError (500) the run is parked, or this takeover would exceed the workflow's `maxAttempts` and parked it.
    * Any error thrown by workflow code is rethrown; the run stays at its recovery point.
    */
@@ -137,7 +139,11 @@ export interface Engine extends AdminApi, OperatorVerbs {
 
 /** Options of `resumeStale`. */
 export interface ResumeStaleOptions {
-  /** The workflow definitions this process can run; runs of other workflows are left alone. */
+  /**
+   * The workflow definitions this process can run; runs of other workflows
+   * are left alone. May hold several versions of one workflow: each run
+   * resumes under its own version (see `WorkflowBuilder.version`).
+   */
   // biome-ignore lint/suspicious/noExplicitAny: any workflow, whatever its input and body types
   workflows: readonly Workflow<any, any>[];
   /** Most runs to take over in one call (Default: 100). */

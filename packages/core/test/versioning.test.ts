@@ -260,8 +260,26 @@ describe("a stored run no deployed version can finish", () => {
     const error = await engine.runOnce(orderV1(trace), { tenantId: "ver", key: "e2", input }).catch((e: unknown) => e);
     expect(error).toBeInstanceOf(WorkflowDefinitionError);
     expect(String((error as Error).message)).toMatch(
-      /version 2 \[phase:create, step:pay, .*deployed: version 1 \[.*newer than every deployed version.*version 3 with \.replaces\(v2\)/,
+      /version 2 \[phase:create, step:pay, .*deployed: version 1 \[.*newer than the deployed ones.*version 3 with \.replaces\(v2\)/,
     );
+  });
+
+  it("an older version never finishes a newer version's run, even with the same outline (a rolling deploy)", async () => {
+    const trace: Trace = [];
+    const v1 = orderV1(trace);
+    const v2 = orderV2(trace, [v1]);
+    const oldProcess = createEngine({ db: t.db });
+    await stopAt(oldProcess, v2, "e4", "after:phase:create");
+    trace.length = 0;
+    // A process still on the old code meets the run a new process started.
+    const error = await oldProcess.runOnce(v1, { tenantId: "ver", key: "e4", input }).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(WorkflowDefinitionError);
+    expect(String((error as Error).message)).toMatch(/a process with version 2 will take the run/);
+    expect(trace).toEqual([]);
+    await oldProcess.release("ver", "e4");
+    const res = await createEngine({ db: t.db }).runOnce(v2, { tenantId: "ver", key: "e4", input });
+    expect(res.body).toEqual({ version: 2, orderId: "o2-e4", currency: "EUR" });
+    expect(trace).toEqual(["v2:charge:e4", "v2:record:e4"]);
   });
 
   it("a version edited in place says so", async () => {

@@ -41,7 +41,8 @@ function advice(deployed: readonly Definition[], taken: TakenRun): string {
     );
   }
   return (
-    `Version ${v} is newer than every deployed version; to roll back, deploy the old code as version ${v + 1} ` +
+    `Version ${v} is newer than the deployed ones: during a rolling deploy a process with version ${v} will ` +
+    `take the run once its lease runs out; to roll back, deploy the old code as version ${v + 1} ` +
     `with .replaces(v${v}) so that version ${v}'s runs still finish${later}`
   );
 }
@@ -49,8 +50,11 @@ function advice(deployed: readonly Definition[], taken: TakenRun): string {
 /**
  * Choose the deployed definition that resumes a stored run: its own
  * version when that is deployed and admits the run, else the newest
- * deployed version whose outline from the recovery point on is the same as
- * the run's (what an unversioned redeploy always did).
+ * deployed version above it whose outline from the recovery point on is
+ * the same as the run's (what an unversioned redeploy always did). A
+ * version below the run's is never used: during a rolling deploy an old
+ * process refuses a new version's run, which waits its lease out for a
+ * new process.
  *
  * @param deployed the versions of the run's workflow this process runs, newest first (never empty).
  * @throws WorkflowDefinitionError when the run belongs to another workflow,
@@ -62,8 +66,9 @@ export function pickDefinition(deployed: readonly Definition[], taken: TakenRun)
   if (taken.workflow !== newest.name) {
     throw new WorkflowDefinitionError(`run belongs to workflow '${taken.workflow}', not '${newest.name}'`);
   }
-  const own = deployed.find((d) => d.version === taken.workflowVersion);
-  const order = own ? [own, ...deployed.filter((d) => d !== own)] : deployed;
+  const v = taken.workflowVersion;
+  // Never an older version: it cannot know what a newer one's items wrote into state.
+  const order = [...deployed.filter((d) => d.version === v), ...deployed.filter((d) => d.version > v)];
   const fit = order.find((d) => admits(d, taken));
   if (fit) return fit;
   const plural = deployed.length > 1 ? "no deployed version has" : "the deployed definition does not have";

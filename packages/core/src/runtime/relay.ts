@@ -132,7 +132,9 @@ async function subscribe(
     source.off("notification", listener);
     // The 'error' listener stays: a dead client may still emit, and must never crash the process.
     events.off?.("end", onGone);
-    if (!gone) await source.query(`UNLISTEN ${OUTBOX_CHANNEL}`);
+    const alive = !gone;
+    gone = true; // stopped: later failures of the client are the application's business
+    if (alive) await source.query(`UNLISTEN ${OUTBOX_CHANNEL}`);
   };
 }
 

@@ -7,6 +7,7 @@
 import type { Engine } from "@idempo/core";
 import { createEngine, workflow } from "@idempo/core";
 import { CrashSignal, setFaultHook } from "@idempo/core/internal";
+import { sql } from "kysely";
 import { describe, expect, it } from "vitest";
 import { useClonedDatabase } from "../../testkit/src/index.ts";
 import { checkout } from "./fixtures/checkout-workflow.ts";
@@ -156,5 +157,37 @@ describe("keys cancel, retry-from, release", { timeout: 300_000 }, () => {
     expect(res.code).toBe(0);
     expect(res.flat).toMatch(/that owner's next renewal or write fails with lease_lost and cannot renew it back/);
     expect((await engine.inspect("acme", "live-1"))?.ownerToken).toBeNull();
+  });
+});
+
+describe("resume and runs whose attempts ran out", { timeout: 300_000 }, () => {
+  // Last in the file: resume also finishes whatever the tests above left stuck.
+  it("lists a run its takeover parked, with the reason, in the table and in --json", async () => {
+    const worn = async (key: string) => {
+      await crash(engine, "after:phase:create_order", key);
+      await engine.release("acme", key);
+      // As if 20 attempts had already crashed: the next takeover would start attempt 21 of 20.
+      await sql`UPDATE idempo.runs SET attempt = 20 WHERE tenant_id = 'acme' AND key = ${key}`.execute(clone.db);
+    };
+    await worn("worn-1");
+    const table = await cli(["resume", "--workflows", "test/fixtures/checkout-workflow.ts"]);
+    expect(table.code).toBe(0);
+    expect(table.stdout).toMatch(/acme\s+worn-1\s+checkout\s+parked\s+-\n {2}maxAttempts \(20\) reached/);
+    expect(table.stdout).toMatch(/1 parked\n$/);
+    await worn("worn-2");
+    const json = await cli(["resume", "--workflows", "test/fixtures/checkout-workflow.ts", "--json"]);
+    expect(json.code).toBe(0);
+    const lines = json.stdout
+      .trim()
+      .split("\n")
+      .map((l) => JSON.parse(l) as Record<string, unknown>);
+    expect(lines).toContainEqual({
+      tenantId: "acme",
+      key: "worn-2",
+      workflow: "checkout",
+      result: "parked",
+      reason: expect.stringMatching(/^maxAttempts \(20\) reached/),
+    });
+    expect((await engine.inspect("acme", "worn-2"))?.status).toBe("parked");
   });
 });

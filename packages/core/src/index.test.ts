@@ -25,6 +25,7 @@ describe("public exports", () => {
       "WorkflowUsageError",
       "createEngine",
       "deriveStepKey",
+      "stepFailureOf",
       "withPreparedStatements",
       "workflow",
     ]);

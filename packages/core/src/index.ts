@@ -44,6 +44,8 @@ export type {
   RelayOptions,
 } from "./runtime/relay.js";
 export type { RunResult } from "./runtime/run-result.js";
+export type { StepFailure } from "./runtime/step-failure.js";
+export { stepFailureOf } from "./runtime/step-failure.js";
 export type { Worker } from "./runtime/worker.js";
 export type { LogFields, Logger } from "./telemetry/logger.js";
 export type { StateUpdate, WorkflowBuilder } from "./workflow/builder.js";

@@ -17,6 +17,15 @@ export type EffectCounter = () => number | Promise<number>;
  */
 export type Effect = EffectCounter | { readonly count: EffectCounter; readonly perRun: number };
 
+/** One request as the downstream side saw it: the idempotency key it carried and its params. */
+export interface RecordedRequest {
+  readonly idempotencyKey: string;
+  readonly params: unknown;
+}
+
+/** Reads every request a fake provider (or a wire recorder) has seen so far. */
+export type RequestLog = () => readonly RecordedRequest[] | Promise<readonly RecordedRequest[]>;
+
 /** Options of {@link crashAtEveryBoundary}. */
 export interface CrashAtEveryBoundaryOptions {
   /**
@@ -30,6 +39,18 @@ export interface CrashAtEveryBoundaryOptions {
    * { orders: () => countOrders(db), charges: () => provider.charges, receipts: { count: countReceipts, perRun: 1 } }
    */
   effects: Readonly<Record<string, Effect>>;
+  /**
+   * The requests the downstream side saw (Default: not checked). When given,
+   * every request a step sent under its derived key must carry the same
+   * params (deep equality) on every attempt: a step that puts `Date.now()`,
+   * a random nonce or anything else read inside the step into what it sends
+   * is flagged at the boundary where a retry sent other params under the
+   * same key, which a provider refuses (Stripe: 400) or, worse, ignores.
+   *
+   * @example
+   * requests: () => provider.requests // [{ idempotencyKey, params }, ...]
+   */
+  requests?: RequestLog;
   /** Tenant of every run (Default: `"test"`). */
   tenantId?: string;
   /**
@@ -77,7 +98,8 @@ const describe = (error: unknown): string =>
  * 4. one more duplicate must replay the same body;
  * 5. each effect must have changed by exactly its `perRun`, and every
  *    attempt must have used one derived key per step, the one
- *    `deriveStepKey` gives.
+ *    `deriveStepKey` gives; with `requests`, every request sent under a
+ *    step's derived key must carry the same params.
  *
  * Runs are sequential on the one engine. It installs a fault hook on
  * `engine` for the duration (replacing one set with `setFaultHook`
@@ -230,6 +252,20 @@ export async function crashAtEveryBoundary<In, B>(
       if (keys.length > 1) problems.push(`step '${step}' ran under ${keys.length} derived keys across attempts`);
       else if (keys.length === 1 && keys[0] !== want) {
         problems.push(`step '${step}' ran under derived key '${keys[0]}', not '${want}'`);
+      }
+    }
+    if (options.requests) {
+      const log = await Promise.resolve().then(options.requests);
+      for (const step of steps) {
+        const want = deriveStepKey(tenantId, key, wf.name, step);
+        const sent = log.filter((r) => r.idempotencyKey === want).map((r) => r.params);
+        const distinct = sent.filter((p, i) => sent.findIndex((q) => isDeepStrictEqual(p, q)) === i);
+        if (distinct.length > 1) {
+          problems.push(
+            `step '${step}' sent ${distinct.length} different params under one derived key across its calls: ` +
+              "build what a step sends from input and state only, never from the clock or randomness inside the step",
+          );
+        }
       }
     }
     if (result && result.outcome !== "rejected" && record?.status !== "completed") {

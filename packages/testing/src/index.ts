@@ -4,7 +4,14 @@
  * a run at a boundary, and an engine with a short lease.
  */
 export { boundariesOf } from "./boundaries.js";
-export type { CrashAtEveryBoundaryOptions, Effect, EffectCounter, InputFor } from "./crash-at-every-boundary.js";
+export type {
+  CrashAtEveryBoundaryOptions,
+  Effect,
+  EffectCounter,
+  InputFor,
+  RecordedRequest,
+  RequestLog,
+} from "./crash-at-every-boundary.js";
 export { crashAtEveryBoundary } from "./crash-at-every-boundary.js";
 export type { Pause, PauseFilter } from "./pause-at.js";
 export { pauseAt } from "./pause-at.js";

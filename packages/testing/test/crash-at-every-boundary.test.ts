@@ -139,6 +139,41 @@ describe("crashAtEveryBoundary flags broken workflows", () => {
     expect(message).toContain("problems:\n  called:step:charge: 'charges' happened 2 times, expected 1");
   });
 
+  // BR-34: a takeover that sends other params under the same derived key gets the provider's 400.
+  it("a step that sends the clock and a nonce is flagged for different params under one key at called:step:charge", async () => {
+    const provider = new FakeProvider();
+    const tenantId = "shop-volatile";
+    const report = await crashAtEveryBoundary(
+      createEngine({ db: t.db }),
+      makeCheckout(provider, { volatileParams: true }),
+      input,
+      { effects: checkoutEffects(t.db, provider, tenantId), tenantId, requests: () => provider.requests },
+    );
+    expect(report.ok).toBe(false);
+    expect(report.failures.map((f) => f.point)).toEqual(["called:step:charge"]);
+    expect(report.failures[0]?.problems).toContainEqual(
+      expect.stringMatching(
+        /^step 'charge' sent 2 different params under one derived key across its calls: .*never from the clock or randomness/,
+      ),
+    );
+    // The provider refused the changed params, so the retry failed too.
+    expect(report.failures[0]?.problems).toContainEqual(expect.stringMatching(/reused with different parameters/));
+  });
+
+  it("the same check passes a step that sends params from input and state only", async () => {
+    const provider = new FakeProvider();
+    const tenantId = "shop-stable";
+    const report = await crashAtEveryBoundary(createEngine({ db: t.db }), makeCheckout(provider), input, {
+      effects: checkoutEffects(t.db, provider, tenantId),
+      tenantId,
+      requests: () => provider.requests,
+    });
+    expect(report.ok, report.table).toBe(true);
+    // The check had something to compare: the crash at called:step:charge made the step call twice.
+    const crashed = deriveStepKey(tenantId, report.boundaries[3]?.key ?? "", "checkout", "charge");
+    expect(provider.requests.filter((r) => r.idempotencyKey === crashed)).toHaveLength(2);
+  });
+
   it("a step that writes to the database itself writes twice at called:step:charge", async () => {
     const provider = new FakeProvider();
     const tenantId = "shop-write-in-step";

@@ -12,6 +12,8 @@ import { Clients } from "./clients.ts";
 import { installSchema, openPool } from "./database.ts";
 import { finish } from "./finish.ts";
 import { IntentBook } from "./intents.ts";
+import type { OperatorScenarioOptions, OperatorVerdict } from "./operator-scenario.ts";
+import { runOperatorScenario } from "./operator-scenario.ts";
 import type { OwnedServer } from "./owned-server.ts";
 import { Random } from "./random.ts";
 import type { Report } from "./report.ts";
@@ -45,7 +47,16 @@ export interface TortureOptions {
   readonly log: (line: string) => void;
   /** Progress line interval in ms (Default: 10 000). */
   readonly progressEveryMs?: number;
+  /**
+   * The operator scenario run after the fleet's (poison runs and operator verbs racing live
+   * owners, in a database of its own), or `false` to skip it
+   * (Default: 30 good checkouts, 4 poison runs, at least 150 operator actions, a 400 ms lease
+   * so that verbs meet live owners and stuck runs alike).
+   */
+  readonly operators?: Pick<OperatorScenarioOptions, "good" | "poison" | "actions" | "leaseMs"> | false;
 }
+
+const OPERATORS = { good: 30, poison: 4, actions: 150, leaseMs: 400 };
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
@@ -142,6 +153,17 @@ export async function runTorture(options: TortureOptions): Promise<Report> {
     }
     const end = await finish({ url, leaseMs: options.leaseMs, book, log });
     const verdict = await verify(driverPool, book, end.replays);
+    let operators: OperatorVerdict | undefined;
+    if (options.operators !== false) {
+      log("operator scenario: poison runs and operator verbs racing live owners");
+      operators = await runOperatorScenario({
+        serverUrl: options.serverUrl,
+        ...(options.operators ?? OPERATORS),
+        rng,
+        keepDatabase: options.keepDatabase,
+        log,
+      });
+    }
     const stats = book.stats;
     report = {
       runs: book.intents.length,
@@ -151,10 +173,12 @@ export async function runTorture(options: TortureOptions): Promise<Report> {
       fenced: stats.leaseLost + fencedInBackground,
       refusedByConstraint: stats.uniqueViolations,
       duplicatesSeen: stats.replays + stats.inProgress,
-      duplicateEffects: verdict.duplicateEffects,
-      lostIntents: verdict.lostIntents,
-      otherViolations: verdict.otherViolations + book.violations.length + end.problems.length,
+      duplicateEffects: verdict.duplicateEffects + (operators?.duplicateEffects ?? 0),
+      lostIntents: verdict.lostIntents + (operators?.lostIntents ?? 0),
+      otherViolations:
+        verdict.otherViolations + book.violations.length + end.problems.length + (operators?.otherViolations ?? 0),
       chaos: { ...chaos.counters },
+      operators,
       resumedAtEnd: end.resumed,
       retriedAtEnd: end.retried,
       providerCalls: verdict.providerCalls,
@@ -168,7 +192,7 @@ export async function runTorture(options: TortureOptions): Promise<Report> {
         providerUnavailable: stats.providerUnavailable,
       },
       unexpected: [...stats.unexpected].map(([code, { count, sample }]) => ({ code, count, sample })),
-      problems: [...book.violations, ...verdict.problems, ...end.problems],
+      problems: [...book.violations, ...verdict.problems, ...end.problems, ...(operators?.problems ?? [])],
       seconds: Math.round((Date.now() - started) / 1000),
       database: name,
     };

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import type { Report } from "./report.ts";
-import { passed, summaryLine } from "./report.ts";
+import { details, passed, summaryLine } from "./report.ts";
 
 const report: Report = {
   runs: 10_000,
@@ -42,5 +42,26 @@ describe("the summary line", () => {
     expect(passed({ ...report, lostIntents: 1 })).toBe(false);
     expect(passed({ ...report, otherViolations: 1 })).toBe(false);
     expect(passed({ ...report, runs: 9_999 })).toBe(false);
+  });
+
+  it("prints the operator scenario's figures when it ran", () => {
+    const operators = {
+      intents: 34,
+      released: 20,
+      canceled: 2,
+      retriedFrom: 5,
+      refusedDeletes: 6,
+      forgotten: 1,
+      parked: 4,
+      duplicateEffects: 0,
+      lostIntents: 0,
+      otherViolations: 0,
+      problems: [],
+    };
+    expect(details(report).some((l) => l.startsWith("operators:"))).toBe(false);
+    expect(details({ ...report, operators })).toContain(
+      "operators: 34 intents, released 20, canceled 2, retried from 5, unforced deletes refused 6, forgotten 1, " +
+        "poison runs parked 4; duplicate effects 0, lost intents 0, other violations 0",
+    );
   });
 });

@@ -1,4 +1,5 @@
 import type { ChaosCounters } from "./chaos.ts";
+import type { OperatorVerdict } from "./operator-scenario.ts";
 
 /** The outcome of one torture run. */
 export interface Report {
@@ -16,13 +17,18 @@ export interface Report {
   readonly refusedByConstraint: number;
   /** Clients answered with a replay or a 409 because another client had sent the key. */
   readonly duplicatesSeen: number;
-  /** Business effects, provider operations or outbox messages beyond one per intent. Must be 0. */
+  /** Business effects, provider operations or outbox messages beyond one per intent, the operator scenario's included. Must be 0. */
   readonly duplicateEffects: number;
-  /** Intents not completed, or with an effect, operation or delivery missing. Must be 0. */
+  /**
+   * Intents not completed, or with an effect, operation or delivery missing, the operator
+   * scenario's included (there a parked or canceled intent is answered when its stored record says so). Must be 0.
+   */
   readonly lostIntents: number;
   /** Every other broken promise: a replay that differs, a wrong derived or delivery key, a response that disagrees with the effects. Must be 0. */
   readonly otherViolations: number;
   readonly chaos: ChaosCounters;
+  /** The operator scenario (poison runs and verbs racing live owners); absent when it was not run. */
+  readonly operators?: OperatorVerdict | undefined;
   /** Runs `resumeStale` finished after the chaos. */
   readonly resumedAtEnd: number;
   /** Intents whose client gave up before any attempt claimed the key, retried once after the chaos. */
@@ -67,6 +73,15 @@ export function summaryLine(r: Report): string {
   );
 }
 
+/** The operator scenario's line, if it ran. */
+function operatorLine(o: OperatorVerdict): string {
+  return (
+    `operators: ${o.intents} intents, released ${o.released}, canceled ${o.canceled}, retried from ${o.retriedFrom}, ` +
+    `unforced deletes refused ${o.refusedDeletes}, forgotten ${o.forgotten}, poison runs parked ${o.parked}; ` +
+    `duplicate effects ${o.duplicateEffects}, lost intents ${o.lostIntents}, other violations ${o.otherViolations}`
+  );
+}
+
 /** What to print after the line: errors worth a look and the first violations. */
 export function details(r: Report): string[] {
   const lines = [
@@ -75,6 +90,7 @@ export function details(r: Report): string[] {
       `retried at end ${r.retriedAtEnd}; zombie writes refused by a unique constraint ${r.refusedByConstraint}; ` +
       `zombie rounds (zombie woken while its successor was held) ${r.chaos.zombies}`,
   ];
+  if (r.operators) lines.push(operatorLine(r.operators));
   const e = r.clientErrors;
   lines.push(
     `clients: 409 key_in_progress ${e.inProgress}, 409 lease_lost ${e.leaseLost}, ` +

@@ -36,6 +36,8 @@ describe("torture, smoke size", () => {
     expect(report.lostIntents).toBe(0);
     expect(report.otherViolations).toBe(0);
     expect(report.problems).toEqual([]);
+    // The operator scenario ran and is counted in the totals above: 0 duplicate effects, 0 lost intents.
+    expect(report.operators).toMatchObject({ intents: 34, duplicateEffects: 0, lostIntents: 0, otherViolations: 0 });
     // Every intent asked for ran, and every planned fault was made.
     expect(report.runs).toBe(RUNS);
     expect(report.chaos).toMatchObject({

@@ -20,11 +20,13 @@ export function registerResume(program: Command, io: Io): void {
       "module exporting the workflow definitions to resume (.js, or .ts through tsx)",
     )
     .option("--limit <n>", "most runs to take over, 1-1000", parseLimit, 100)
-    .option("--json", "one JSON object per run: {tenantId, key, workflow, result, status?, outcome?, error?}")
+    .option("--json", "one JSON object per run: {tenantId, key, workflow, result, status?, outcome?, error?, reason?}")
     .addHelpText(
       "after",
       `
-Runs of workflows the module does not export are left alone. Exit status 1 when a run failed.
+Runs of workflows the module does not export are left alone. A run whose attempts ran out
+(maxAttempts) is parked by its takeover and listed as parked with its reason; see
+idempo keys parked. Exit status 1 when a run failed.
 
 Examples:
   $ idempo resume --workflows ./dist/workflows.js
@@ -45,8 +47,9 @@ Examples:
               result: "failed",
               error: f.error.message,
             })),
+            ...report.parked.map((p) => ({ ...p, result: "parked" })),
           ]);
-        } else if (report.resumed.length + report.failed.length === 0) {
+        } else if (report.resumed.length + report.failed.length + report.parked.length === 0) {
           io.out(`no stale runs of ${workflows.map((w) => w.name).join(", ")}\n`);
         } else {
           const rows = [
@@ -60,6 +63,10 @@ Examples:
             ...report.failed.flatMap((f) => [
               [visible(f.tenantId), visible(f.key), f.workflow, io.paint("red", "failed"), "-"],
               { note: io.paint("red", f.error.message) },
+            ]),
+            ...report.parked.flatMap((p) => [
+              [visible(p.tenantId), visible(p.key), p.workflow, io.paint("yellow", "parked"), "-"],
+              { note: p.reason },
             ]),
           ];
           io.out(
@@ -75,7 +82,10 @@ Examples:
               io.paint,
             ),
           );
-          io.out(`${plural(report.resumed.length, "run")} finished, ${report.failed.length} failed\n`);
+          io.out(
+            `${plural(report.resumed.length, "run")} finished, ${report.failed.length} failed, ` +
+              `${report.parked.length} parked\n`,
+          );
         }
         if (report.failed.length > 0) {
           throw new OperationalError(`${plural(report.failed.length, "run")} could not be finished (see above)`);

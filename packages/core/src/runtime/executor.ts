@@ -42,6 +42,7 @@ import { phaseOutbox } from "./phase-outbox.js";
 import type { RunResult } from "./run-result.js";
 import { CrashSignal, FailSignal, RejectSignal } from "./signals.js";
 import { callStep } from "./step-call.js";
+import { stepFailureOf } from "./step-failure.js";
 import { bodyText, checkStatus, mergeState } from "./values.js";
 
 /** Everything an attempt needs to run from its recovery point. */
@@ -252,7 +253,9 @@ export async function execute(deps: ExecutorDeps, plan: Plan): Promise<RunResult
       // constraint): that is a lost lease, not an error of the workflow.
       if (!(await stillOwns(deps.db, deps.tables, own).catch(() => true))) throw lease.lost();
       if (current) await recordItemFailure(deps, plan, current, openStep, error);
-      if (plan.def.options.onUnknownError === "store") return storeUnknownError(deps, plan, lease);
+      // A step error its `retryable` accepted is transient (a provider's "key in use" conflict): never final.
+      if (plan.def.options.onUnknownError === "store" && !stepFailureOf(error)?.retryable)
+        return storeUnknownError(deps, plan, lease);
     }
     throw error;
   } finally {
@@ -484,7 +487,13 @@ async function runStep(
         deps.telemetry.count("stepRetries", { "idempo.workflow": plan.def.name, "idempo.item": item.name });
       };
       result = await untilAborted(
-        callStep(item, { ...info, fail: ctl.fail, reject: ctl.reject, idempotencyKey }, lease.signal, onRetry),
+        callStep(item, { ...info, fail: ctl.fail, reject: ctl.reject, idempotencyKey }, lease.signal, onRetry, {
+          workflow: plan.def.name,
+          step: item.name,
+          tenantId: plan.own.tenantId,
+          key: plan.own.key,
+          attempt: plan.attempt,
+        }),
         lease.signal,
       );
       ctl.rethrowCaught();

@@ -71,7 +71,13 @@ export interface RelayOptions {
   leaseMs?: number;
   /** Polling interval in ms when nothing wakes the relay (Default: 5 000). */
   pollIntervalMs?: number;
-  /** Wake on NOTIFY instead of waiting for the next poll (Default: poll only). */
+  /**
+   * Wake on NOTIFY instead of waiting for the next poll (Default: poll only).
+   * The relay never reconnects this client: when its connection fails or
+   * ends, `onError` hears of it once and polling every `pollIntervalMs`
+   * delivers from then on (start a new relay with a new client to get
+   * wake-ups back).
+   */
   listen?: NotificationSource;
   /** Called with delivery and database errors; the relay goes on (Default: ignore). */
   onError?: (error: unknown) => void;
@@ -83,16 +89,52 @@ export interface Relay {
   stop(): Promise<void>;
 }
 
-async function subscribe(source: NotificationSource, wake: () => void): Promise<() => Promise<void>> {
+/** The events a `pg.Client` also emits when its connection fails or ends. */
+interface ClientEvents {
+  on(event: "error" | "end", listener: (error?: unknown) => void): unknown;
+  off(event: "error" | "end", listener: (error?: unknown) => void): unknown;
+}
+
+/**
+ * LISTEN on `source`. A client whose connection fails or ends (its backend
+ * terminated, the network gone) is reported once through `lost` and never
+ * used again: a `pg.Client` cannot reconnect, so polling alone delivers from
+ * then on. The listener on its `'error'` event also keeps that failure from
+ * crashing the process (an `'error'` event nobody listens to is an uncaught
+ * exception).
+ */
+async function subscribe(
+  source: NotificationSource,
+  wake: () => void,
+  lost: (error: unknown) => void,
+): Promise<() => Promise<void>> {
   if ("listen" in source) return source.listen(OUTBOX_CHANNEL, wake);
   const listener = (message: { channel: string }) => {
     if (message.channel === OUTBOX_CHANNEL) wake();
   };
+  const events = source as unknown as Partial<ClientEvents>;
+  let gone = false;
+  const onGone = (error?: unknown) => {
+    if (gone) return;
+    gone = true;
+    const why = error instanceof Error ? error.message : "the connection ended";
+    lost(
+      new Error(`outbox relay: the LISTEN connection was lost (${why}); delivering by polling from now on`, {
+        cause: error,
+      }),
+    );
+  };
+  events.on?.("error", onGone);
+  events.on?.("end", onGone);
   source.on("notification", listener);
   await source.query(`LISTEN ${OUTBOX_CHANNEL}`);
   return async () => {
     source.off("notification", listener);
-    await source.query(`UNLISTEN ${OUTBOX_CHANNEL}`);
+    // The 'error' listener stays: a dead client may still emit, and must never crash the process.
+    events.off?.("end", onGone);
+    const alive = !gone;
+    gone = true; // stopped: later failures of the client are the application's business
+    if (alive) await source.query(`UNLISTEN ${OUTBOX_CHANNEL}`);
   };
 }
 
@@ -231,7 +273,13 @@ export function startRelay(
     await Promise.all(inFlight);
   }
 
-  const unsubscribe = options.listen ? subscribe(options.listen, wake) : Promise.resolve(async () => {});
+  const unsubscribe = options.listen
+    ? subscribe(options.listen, wake, (error) => {
+        telemetry.log("warn", { error: (error as Error).message }, "idempo: outbox relay lost its LISTEN connection");
+        onError(error);
+        wake();
+      })
+    : Promise.resolve(async () => {});
   const running = unsubscribe.then(loop, (error: unknown) => {
     onError(error);
     return loop();

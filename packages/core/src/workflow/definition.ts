@@ -53,7 +53,14 @@ export interface WorkflowOptions {
 export interface StepOptions<I, S, O> {
   /** Extra in-process tries for errors `retryable` accepts (Default: 0). */
   retries?: number;
-  /** Which errors are worth another try (Default: none). */
+  /**
+   * Which errors are worth another try (Default: none): timeouts, 5xx, and a
+   * provider's conflict answers such as Stripe's 409 `idempotency_key_in_use`
+   * ("a same-key request is still in progress": try later). An error it
+   * accepts is transient: when the retries run out, the run stays in flight
+   * at its recovery point for the next attempt and is never stored as the
+   * run's answer, even under `onUnknownError: 'store'`.
+   */
   retryable?: (error: unknown) => boolean;
   /** First backoff delay in ms; doubles per try, full jitter (Default: 100). */
   backoffMs?: number;

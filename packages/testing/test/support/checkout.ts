@@ -16,7 +16,10 @@ const Cart = z.object({ cartId: z.string(), amountCents: z.number().int().positi
 /** What the charge step sends downstream as its idempotency key. */
 type ChargeKey = "derived" | "fresh-per-call";
 
-export function makeCheckout(provider: FakeProvider, opts: { chargeKey?: ChargeKey; name?: string } = {}) {
+export function makeCheckout(
+  provider: FakeProvider,
+  opts: { chargeKey?: ChargeKey; name?: string; volatileParams?: boolean } = {},
+) {
   const chargeKey = opts.chargeKey ?? "derived";
   return workflow<Shop>(opts.name ?? "checkout")
     .input(Cart)
@@ -31,7 +34,11 @@ export function makeCheckout(provider: FakeProvider, opts: { chargeKey?: ChargeK
     .step("charge", async ({ state, input, idempotencyKey }) => {
       // The broken variant mints its own key, so a repeated call is a new charge.
       const key = chargeKey === "derived" ? idempotencyKey : randomUUID();
-      return { chargeId: provider.charge({ orderId: state.orderId, amountCents: input.amountCents }, key).id };
+      // The other broken variant sends the clock and a nonce it reads inside the step.
+      const volatile = opts.volatileParams ? { at: Date.now(), nonce: randomUUID() } : {};
+      return {
+        chargeId: provider.charge({ orderId: state.orderId, amountCents: input.amountCents, ...volatile }, key).id,
+      };
     })
     .phase("record_charge", async ({ tx, state, outbox }) => {
       await tx

@@ -7,10 +7,13 @@
 export class FakeProvider {
   /** Every call, repeats included: the idempotency key it carried. */
   readonly calls: string[] = [];
+  /** Every call with its params, as a wire recorder would see it. */
+  readonly requests: { idempotencyKey: string; params: unknown }[] = [];
   readonly #byKey = new Map<string, { params: string; id: string }>();
 
   charge(params: { orderId: string; amountCents: number }, idempotencyKey: string): { id: string } {
     this.calls.push(idempotencyKey);
+    this.requests.push({ idempotencyKey, params });
     const p = JSON.stringify(params);
     const seen = this.#byKey.get(idempotencyKey);
     if (seen) {

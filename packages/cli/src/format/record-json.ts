@@ -53,7 +53,7 @@ export function keyJson(record: RunRecord, now: Date): KeyJson {
 
 /** One history entry with its duration. */
 interface HistoryJson {
-  kind: "phase" | "step";
+  kind: "phase" | "step" | "sleep" | "wait";
   name: string;
   attempt: number;
   outcome: string;

@@ -37,7 +37,7 @@ import { operatorVerbs } from "./operator-verbs.js";
 import { checkHeartbeat, intOption, MAX_TIMER_MS } from "./option-checks.js";
 import type { KeyPage, ListKeysOptions, RunRecord } from "./records.js";
 import { decodeCursor, encodeCursor, toRecord } from "./records.js";
-import type { Relay, RelayOptions } from "./relay.js";
+import type { NotificationSource, Relay, RelayOptions } from "./relay.js";
 import { startRelay } from "./relay.js";
 import { checkResumable } from "./resumable.js";
 import type { RunResult } from "./run-result.js";
@@ -71,6 +71,21 @@ export interface EngineOptions<DB> {
    * the attempt gives the key up and its `signal` aborts; see `WorkflowOptions.attemptTimeoutMs`.
    */
   attemptTimeoutMs?: number;
+  /**
+   * A connection to LISTEN on, so `engine.wait` and `runOnce`'s
+   * `waitInFlightMs` wake the moment a run they wait for completes: a
+   * dedicated, connected `pg.Client` (never one from the pool), or a PGlite
+   * instance (Default: poll only; polling is always the guarantee).
+   */
+  listen?: NotificationSource;
+  /**
+   * Workflows this engine may be asked about without being handed them:
+   * `engine.signal` checks a payload against its `.waitFor` schema when it
+   * knows the run's workflow from here, or from an earlier `runOnce`,
+   * `enqueue`, `resumeStale` or `startWorker` of this engine (Default: none).
+   */
+  // biome-ignore lint/suspicious/noExplicitAny: any workflow, whatever its input and body types
+  workflows?: readonly Workflow<any, any>[];
 }
 
 /** The arguments of one `runOnce` call. */
@@ -81,6 +96,46 @@ export interface RunOnceRequest<In> {
   key: string;
   /** The request; JSON values only (a Date becomes its ISO string). Checked by the workflow's schema. */
   input: In;
+  /**
+   * When another attempt holds the key (in flight elsewhere, or suspended),
+   * wait up to this many ms for its stored response instead of raising
+   * `IdempotencyKeyInProgressError` at once; a lease that runs out or a
+   * suspension that becomes due meanwhile is taken over and resumed here.
+   * Woken by NOTIFY when the engine has a `listen` connection, by polling
+   * otherwise; no pooled connection is held while waiting.
+   * 0 to 2 147 483 647 (Default: 0, answer at once).
+   */
+  waitInFlightMs?: number;
+}
+
+/** The arguments of one `enqueue` call: the run's key and input, as for `runOnce`. */
+export type EnqueueRequest<In> = Omit<RunOnceRequest<In>, "waitInFlightMs">;
+
+/** What `enqueue` did. */
+export interface EnqueueResult {
+  /**
+   * True when this call created the run (it exists once the caller's
+   * transaction commits); false when the key already names the same
+   * request (in any state): nothing was changed.
+   */
+  readonly created: boolean;
+}
+
+/** What `signal` did. */
+export interface SignalResult {
+  /**
+   * True when the same signal (name and canonical payload) had already been
+   * delivered to the run: nothing was changed.
+   */
+  readonly duplicate: boolean;
+  /** True when the run was suspended waiting for this signal and is now due. */
+  readonly woke: boolean;
+}
+
+/** Options of `engine.wait`. */
+export interface WaitOptions {
+  /** The longest to wait, in ms, 0 to 2 147 483 647; then `IdempotencyKeyInProgressError`. */
+  timeoutMs: number;
 }
 
 /** An idempo engine bound to one database; see {@link createEngine}. */
@@ -101,6 +156,47 @@ export interface Engine extends AdminApi, OperatorVerbs {
    * Any error thrown by workflow code is rethrown; the run stays at its recovery point.
    */
   runOnce<In, B>(workflow: Workflow<In, B>, request: RunOnceRequest<In>): Promise<RunResult<B>>;
+  /**
+   * Create a run inside the caller's own Kysely transaction: it exists
+   * exactly when that transaction commits (and a NOTIFY sent in it wakes
+   * the workers then). The run is `suspended` and due at once with attempt
+   * 0 until a worker (`startWorker`) or a `runOnce` with the same key and
+   * payload takes it. Same claim rules as `runOnce`: the same key with the
+   * same payload is a no-op (`created: false`), another payload or
+   * workflow is a mismatch; a completed record past retention counts as absent.
+   *
+   * @param tx the caller's transaction (or the database itself, for a run created on its own).
+   * @throws InvalidIdempotencyKeyError (400) bad key or tenant, before any SQL.
+   * @throws InputValidationError (400) input not JSON or rejected by the schema, before any SQL.
+   * @throws IdempotencyKeyMismatchError (422) the key was used with another payload or workflow.
+   */
+  enqueue<DB, In>(tx: Kysely<DB>, workflow: Workflow<In, unknown>, request: EnqueueRequest<In>): Promise<EnqueueResult>;
+  /**
+   * Deliver a signal to a run's `.waitFor(name)` item: the JSON `payload`
+   * is kept (also when the run has not reached the item yet) and merged
+   * into state as `{ [name]: payload }` when it does; a run suspended on
+   * the item becomes due at once. The same name with the same canonical
+   * payload again is a no-op (`duplicate: true`), also after the run completed.
+   *
+   * @throws InvalidIdempotencyKeyError (400) bad key or tenant, before any SQL.
+   * @throws InputValidationError (400) the payload is not JSON or fails the wait's schema, or the run's workflow waits for no such name.
+   * @throws IdempotencyKeyMismatchError (422) a different payload was already delivered under this name.
+   * @throws RunStateError (409) the run is completed and this signal is new.
+   * @throws RunNotFoundError (404) the key has no record (or only one past retention).
+   */
+  signal(tenantId: string, key: string, name: string, payload: unknown): Promise<SignalResult>;
+  /**
+   * Wait for a run to complete and return its stored response
+   * (`replayed: true`), without taking part in it. Woken by NOTIFY when the
+   * engine has a `listen` connection, by polling (the guarantee) otherwise;
+   * no pooled connection is held between polls.
+   *
+   * @throws IdempotencyKeyInProgressError (409) still not completed at the timeout; `retryAfterMs` as for `runOnce`.
+   * @throws RunParkedError (500) the run is parked: it will not complete on its own.
+   * @throws RunNotFoundError (404) the key has no record (or only one past retention).
+   * @throws InvalidIdempotencyKeyError (400) bad key or tenant.
+   */
+  wait(tenantId: string, key: string, options: WaitOptions): Promise<RunResult<unknown>>;
   /** Apply pending SQL migrations under an advisory lock; returns the names applied. Safe to call concurrently. */
   migrate(): Promise<string[]>;
   /** The record of one key with its history, or `null` when absent. Lease time uses the DB clock. */
@@ -123,7 +219,12 @@ export interface Engine extends AdminApi, OperatorVerbs {
    */
   sweep(options?: SweepOptions): Promise<number>;
   /**
-   * Run `resumeStale` and `sweep` in the background every `intervalMs`.
+   * Execute background runs: claim due suspended runs of the given
+   * workflows (enqueued, woken sleeps, signalled or timed-out waits) with
+   * `FOR UPDATE SKIP LOCKED`, fairly across tenants and within per-workflow
+   * limits, and run each from its recovery point; also run `resumeStale`
+   * and `sweep` every `intervalMs`. Any number of workers (in any number of
+   * processes) may run at once: each run is executed by one of them.
    * `await worker.stop()` waits for the runs it is finishing.
    */
   startWorker(options: WorkerOptions): Worker;
@@ -167,8 +268,26 @@ export interface SweepOptions {
 
 /** Options of `startWorker`. */
 export interface WorkerOptions extends ResumeStaleOptions {
-  /** Pause between rounds in ms (Default: 5 000). */
+  /**
+   * Pause between maintenance rounds (resumeStale, sweep) in ms, and the
+   * longest a worker goes without looking for due runs when nothing wakes
+   * it (Default: 5 000).
+   */
   intervalMs?: number;
+  /** Due runs this worker executes at once, 1-1 000 (Default: 10). */
+  concurrency?: number;
+  /**
+   * Most runs of one workflow this worker executes at once, by workflow
+   * name (Default: no limit beyond `concurrency`). A limit per worker: with
+   * N workers a workflow may run N times its limit.
+   */
+  workflowConcurrency?: Readonly<Record<string, number>>;
+  /**
+   * A connection to LISTEN on, so the worker wakes the moment a run is
+   * enqueued or signalled: a dedicated, connected `pg.Client`, or a PGlite
+   * instance, one per worker (Default: poll only; polling is the guarantee).
+   */
+  listen?: NotificationSource;
   /** Also sweep expired records each round (Default: true). */
   sweep?: boolean;
   /** Called with errors of a round; the loop goes on (Default: ignore). */
@@ -536,6 +655,9 @@ export function createEngine<DB>(options: EngineOptions<DB>): Engine {
     ...adminApi(db, tables),
     ...operatorVerbs(db, tables),
     runOnce,
+    enqueue: () => Promise.reject(new Error("enqueue: not implemented yet")),
+    signal: () => Promise.reject(new Error("signal: not implemented yet")),
+    wait: () => Promise.reject(new Error("wait: not implemented yet")),
     resumeStale,
     sweep,
     startRelay: (opts) => startRelay(db, tables, () => faultHookOf(engine), telemetry, opts),

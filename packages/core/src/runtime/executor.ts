@@ -197,6 +197,9 @@ export async function execute(deps: ExecutorDeps, plan: Plan): Promise<RunResult
           try {
             if (item.kind === "step")
               return await runStep(deps, plan, lease, item, info(s), last, hook, openStep, span);
+            if (item.kind === "sleep" || item.kind === "wait") {
+              throw new WorkflowUsageError(`${item.kind} items are not implemented yet`);
+            }
             await hook(`before:phase:${item.name}`);
             return await runPhase(deps, plan, lease, item, info(s), last);
           } finally {

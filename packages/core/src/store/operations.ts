@@ -15,6 +15,9 @@ export interface RecordRow {
   parked_reason: string | null;
   parked_at: Date | null;
   attempt_floor: number;
+  wait_kind: "sleep" | "signal" | null;
+  wait_name: string | null;
+  wake_at: Date | null;
   recovery_point: string | null;
   state: string;
   input: string;
@@ -33,7 +36,7 @@ export interface RecordRow {
 }
 
 export interface HistoryRow {
-  kind: "phase" | "step";
+  kind: "phase" | "step" | "sleep" | "wait";
   name: string;
   attempt: number;
   derived_key: string | null;
@@ -46,7 +49,7 @@ export interface HistoryRow {
 /** The columns of a record as operators see it; also the RETURNING list of every operator transition. */
 export const RECORD_COLUMNS = sql`
   tenant_id, key, run_id, workflow, definition::text AS definition, status, parked_reason, parked_at, attempt_floor,
-  recovery_point,
+  wait_kind, wait_name, wake_at, recovery_point,
   state::text AS state, input::text AS input, attempt, owner_token,
   CASE WHEN status = 'in_flight'
        THEN ceil(extract(epoch FROM (locked_until - clock_timestamp())) * 1000)::float8 END AS lease_remaining_ms,

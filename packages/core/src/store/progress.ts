@@ -181,7 +181,13 @@ export async function recordFailure(
   db: Executor,
   t: Tables,
   own: Ownership,
-  failure: { kind: "phase" | "step"; name: string; attempt: number; error: string; entryId: string | null },
+  failure: {
+    kind: "phase" | "step" | "sleep" | "wait";
+    name: string;
+    attempt: number;
+    error: string;
+    entryId: string | null;
+  },
 ): Promise<void> {
   if (failure.entryId) {
     await sql`

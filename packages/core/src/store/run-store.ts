@@ -17,6 +17,7 @@ export interface Tables {
   readonly history: RawBuilder<unknown>;
   readonly migrations: RawBuilder<unknown>;
   readonly outbox: RawBuilder<unknown>;
+  readonly signals: RawBuilder<unknown>;
 }
 
 export function tablesIn(schema: string): Tables {
@@ -26,6 +27,7 @@ export function tablesIn(schema: string): Tables {
     history: sql.id(schema, "run_history"),
     migrations: sql.id(schema, "schema_migrations"),
     outbox: sql.id(schema, "outbox"),
+    signals: sql.id(schema, "signals"),
   };
 }
 

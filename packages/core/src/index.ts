@@ -37,6 +37,7 @@ export type {
   WorkerOptions,
 } from "./runtime/engine.js";
 export { createEngine } from "./runtime/engine.js";
+export type { NotificationSource } from "./runtime/notifications.js";
 export type { CancelOptions, ForgetOptions, OperatorVerbs } from "./runtime/operator-verbs.js";
 export type {
   HistoryEntry,
@@ -47,14 +48,7 @@ export type {
   RunStatus,
   WaitingFor,
 } from "./runtime/records.js";
-export type {
-  DeliveryContext,
-  DeliveryHandler,
-  NotificationSource,
-  OutboxMessage,
-  Relay,
-  RelayOptions,
-} from "./runtime/relay.js";
+export type { DeliveryContext, DeliveryHandler, OutboxMessage, Relay, RelayOptions } from "./runtime/relay.js";
 export type { RunResult } from "./runtime/run-result.js";
 export type { Worker } from "./runtime/worker.js";
 export type { LogFields, Logger } from "./telemetry/logger.js";

@@ -6,21 +6,28 @@ import {
   IdempotencyKeyMismatchError,
   InputValidationError,
   InvalidOptionError,
+  RunNotFoundError,
   RunParkedError,
+  RunStateError,
   WorkflowDefinitionError,
   WorkflowUsageError,
 } from "../errors.js";
 import { newId } from "../ids.js";
 import { requestFingerprint } from "../json/fingerprint.js";
 import type { JsonObject, JsonValue } from "../json/json-value.js";
+import { toJsonValue } from "../json/json-value.js";
+import { schemaIssue } from "../json/schema-issue.js";
 import { assertValidKey } from "../keys/key-validation.js";
 import type { NewRun } from "../store/claim.js";
 import { claimNewKey, reclaimExpiredKey, takeOverExpiredLease } from "../store/claim.js";
+import { msUntilNextWake, selectDueRuns, takeDueRun } from "../store/due-runs.js";
+import { enqueueRun, reclaimExpiredForEnqueue } from "../store/enqueue.js";
 import { selectStaleRuns, sweepBatch, sweepOutboxBatch } from "../store/maintenance.js";
 import { applyMigrations } from "../store/migrate.js";
-import { selectHistory, selectRecord, selectRecords } from "../store/operations.js";
+import { selectHistory, selectOutcome, selectRecord, selectRecords } from "../store/operations.js";
 import type { Executor, TakenRun } from "../store/run-store.js";
 import { tablesIn } from "../store/run-store.js";
+import { deliverSignal, lockRunForSignal } from "../store/signals.js";
 import type { Logger } from "../telemetry/logger.js";
 import { SILENT } from "../telemetry/logger.js";
 import type { ClaimResult, SpanScope } from "../telemetry/telemetry.js";
@@ -28,16 +35,20 @@ import { keyHash, Telemetry } from "../telemetry/telemetry.js";
 import type { Definition, Workflow } from "../workflow/definition.js";
 import type { AdminApi } from "./admin-api.js";
 import { adminApi } from "./admin-api.js";
+import type { Watch } from "./completion-waiter.js";
+import { completionWaiter, FIRST_PAUSE_MS, MAX_PAUSE_MS } from "./completion-waiter.js";
 import { isConnectionLoss } from "./db-errors.js";
+import { startDueLoop } from "./due-loop.js";
 import type { ExecutorDeps } from "./executor.js";
 import { execute } from "./executor.js";
 import { faultHookOf, heartbeatSilenced } from "./hooks.js";
+import type { NotificationSource } from "./notifications.js";
 import type { OperatorVerbs } from "./operator-verbs.js";
 import { operatorVerbs } from "./operator-verbs.js";
 import { checkHeartbeat, intOption, MAX_TIMER_MS } from "./option-checks.js";
 import type { KeyPage, ListKeysOptions, RunRecord } from "./records.js";
 import { decodeCursor, encodeCursor, toRecord } from "./records.js";
-import type { NotificationSource, Relay, RelayOptions } from "./relay.js";
+import type { Relay, RelayOptions } from "./relay.js";
 import { startRelay } from "./relay.js";
 import { checkResumable } from "./resumable.js";
 import type { RunResult } from "./run-result.js";
@@ -358,6 +369,17 @@ export function createEngine<DB>(options: EngineOptions<DB>): Engine {
   const boundOf = (def: Definition) => def.options.attemptTimeoutMs ?? attemptTimeoutMs;
 
   const telemetry = new Telemetry(options.logger ?? SILENT);
+  const waiter = completionWaiter(options.listen, (error) =>
+    telemetry.log("warn", { error: String(error) }, "idempo: LISTEN for completions failed; waiters poll instead"),
+  );
+  /** Definitions this engine has been given or has run, by name: what `signal` checks payloads against. */
+  const known = new Map<string, Definition>();
+  const remember = (def: Definition | undefined) => {
+    if (def?.items) known.set(def.name, def);
+  };
+  if (options.workflows !== undefined) {
+    for (const def of workflowsByName("createEngine", options.workflows).values()) remember(def);
+  }
   const deps = (): ExecutorDeps => ({
     db,
     tables,
@@ -430,6 +452,7 @@ export function createEngine<DB>(options: EngineOptions<DB>): Engine {
   ): Promise<RunResult<B>> {
     const def = wf?.definition;
     if (!def) throw new WorkflowDefinitionError("runOnce needs a workflow built with workflow(...).respond(...)");
+    remember(def);
     assertValidKey(request?.tenantId, "tenant id");
     assertValidKey(request.key, "idempotency key");
     const json = inputToJson(request.input);
@@ -441,7 +464,43 @@ export function createEngine<DB>(options: EngineOptions<DB>): Engine {
     checkHeartbeat(`workflow '${def.name}'`, heartbeatMs, runLease);
     const { tenantId, key } = request;
 
-    for (let round = 0; round < CLAIM_ROUNDS; round++) {
+    const waitMs = intOption("runOnce", "waitInFlightMs", request.waitInFlightMs, 0, MAX_TIMER_MS, 0);
+    const deadline = performance.now() + waitMs;
+    let watch: Watch | undefined;
+    let pause = FIRST_PAUSE_MS;
+    /**
+     * Another attempt holds the key: answer 409 now, or, within
+     * `waitInFlightMs`, pause (no connection held) and look again.
+     */
+    const inProgress = async (retryAfterMs: number): Promise<void> => {
+      const left = deadline - performance.now();
+      if (left <= 0) {
+        claimed("in_progress");
+        throw new IdempotencyKeyInProgressError(tenantId, key, Math.max(0, retryAfterMs));
+      }
+      watch ??= waiter.watch(tenantId, key);
+      await watch.pause(Math.min(left, pause, Math.max(1, retryAfterMs)));
+      pause = Math.min(MAX_PAUSE_MS, pause * 2);
+    };
+    try {
+      for (let round = 0; round < CLAIM_ROUNDS; round++) {
+        const answer = await claimRound();
+        if (answer === "again") continue;
+        if (typeof answer === "number") {
+          await inProgress(answer);
+          round = -1;
+          continue;
+        }
+        return answer;
+      }
+    } finally {
+      watch?.close();
+    }
+    claimed("in_progress");
+    throw new IdempotencyKeyInProgressError(tenantId, key, 0);
+
+    /** One look at the key: a result, "again" (it changed under us), or the ms to wait when another holds it. */
+    async function claimRound(): Promise<RunResult<B> | "again" | number> {
       const fresh: NewRun = {
         tenantId,
         key,
@@ -473,13 +532,13 @@ export function createEngine<DB>(options: EngineOptions<DB>): Engine {
       };
 
       const claim = await claimNewKey(db, tables, fresh);
-      if (claim.kind === "raced") continue;
+      if (claim.kind === "raced") return "again";
       if (claim.kind === "claimed") return start();
       const found = claim.run;
       if (found.status === "completed" && found.expired) {
         // Past retention the key counts as absent, swept or not.
         if (await reclaimExpiredKey(db, tables, fresh)) return start();
-        continue;
+        return "again";
       }
       if (found.workflow !== def.name) {
         claimed("mismatch");
@@ -494,8 +553,14 @@ export function createEngine<DB>(options: EngineOptions<DB>): Engine {
         throw new RunParkedError(tenantId, key, found.parkedReason ?? "parked");
       }
       if (found.status === "suspended") {
-        claimed("in_progress");
-        throw new IdempotencyKeyInProgressError(tenantId, key, runLease);
+        if (found.wakeRemainingMs === null) return runLease;
+        if (found.wakeRemainingMs > 0) return found.wakeRemainingMs;
+        // Due (enqueued, woken, signalled or timed out) and no worker got there first: resume it here.
+        const ownerToken = newId();
+        const taken = await takeDueRun(db, tables, { tenantId, key, ownerToken, leaseMs: runLease, fingerprint });
+        if (!taken) return "again";
+        claimed("resume");
+        return resume(def, taken, { tenantId, key, ownerToken }, runLease, span, "due") as Promise<RunResult<B>>;
       }
       if (found.status === "completed") {
         claimed("replay");
@@ -506,10 +571,7 @@ export function createEngine<DB>(options: EngineOptions<DB>): Engine {
           outcome: found.outcome ?? "succeeded",
         } as RunResult<B>;
       }
-      if (found.leaseRemainingMs > 0) {
-        claimed("in_progress");
-        throw new IdempotencyKeyInProgressError(tenantId, key, found.leaseRemainingMs);
-      }
+      if (found.leaseRemainingMs > 0) return found.leaseRemainingMs;
       const ownerToken = newId();
       const taken = await takeOverExpiredLease(db, tables, {
         tenantId,
@@ -519,17 +581,15 @@ export function createEngine<DB>(options: EngineOptions<DB>): Engine {
         fingerprint,
         maxAttempts: def.options.maxAttempts ?? DEFAULT_MAX_ATTEMPTS,
       });
-      if (!taken) continue;
+      if (!taken) return "again";
       if (taken.kind === "parked") {
         claimed("parked");
         parkedByTakeover(def.name, tenantId, key, taken.reason);
         throw new RunParkedError(tenantId, key, taken.reason);
       }
       claimed("takeover");
-      return resume(def, taken.run, { tenantId, key, ownerToken }, runLease, span) as Promise<RunResult<B>>;
+      return resume(def, taken.run, { tenantId, key, ownerToken }, runLease, span, "takeover") as Promise<RunResult<B>>;
     }
-    claimed("in_progress");
-    throw new IdempotencyKeyInProgressError(tenantId, key, 0);
   }
 
   async function resume(
@@ -538,19 +598,22 @@ export function createEngine<DB>(options: EngineOptions<DB>): Engine {
     own: { tenantId: string; key: string; ownerToken: string },
     runLease: number,
     span: SpanScope,
+    how: "takeover" | "due",
   ): Promise<RunResult<unknown>> {
     span.set({ "idempo.attempt": taken.attempt });
-    telemetry.log(
-      "info",
-      {
-        workflow: def.name,
-        tenantId: own.tenantId,
-        keyHash: keyHash(own.tenantId, own.key),
-        attempt: taken.attempt,
-        recoveryPoint: taken.recoveryPoint,
-      },
-      "idempo: took over an expired lease; resuming after the recovery point",
-    );
+    if (how === "takeover") {
+      telemetry.log(
+        "info",
+        {
+          workflow: def.name,
+          tenantId: own.tenantId,
+          keyHash: keyHash(own.tenantId, own.key),
+          attempt: taken.attempt,
+          recoveryPoint: taken.recoveryPoint,
+        },
+        "idempo: took over an expired lease; resuming after the recovery point",
+      );
+    }
     checkResumable(def, taken);
     return execute(deps(), {
       def,
@@ -567,6 +630,7 @@ export function createEngine<DB>(options: EngineOptions<DB>): Engine {
 
   async function resumeStale(opts: ResumeStaleOptions): Promise<ResumeReport> {
     const byName = workflowsByName("resumeStale", opts?.workflows);
+    for (const def of byName.values()) remember(def);
     const limit = intOption("resumeStale", "limit", opts.limit, 1, 10_000, 100);
     const resumed: ResumeReport["resumed"][number][] = [];
     const failed: ResumeReport["failed"][number][] = [];
@@ -604,6 +668,7 @@ export function createEngine<DB>(options: EngineOptions<DB>): Engine {
               { tenantId: stale.tenantId, key: stale.key, ownerToken },
               runLease,
               span,
+              "takeover",
             );
             span.set({ "idempo.outcome": result.outcome, "idempo.replayed": false });
             return result;
@@ -625,6 +690,181 @@ export function createEngine<DB>(options: EngineOptions<DB>): Engine {
       }
     }
     return { resumed, failed, parked };
+  }
+
+  async function enqueue<DB, In>(
+    tx: Kysely<DB>,
+    wf: Workflow<In, unknown>,
+    request: EnqueueRequest<In>,
+  ): Promise<EnqueueResult> {
+    const def = wf?.definition;
+    if (!def?.items)
+      throw new WorkflowDefinitionError("enqueue needs a workflow built with workflow(...).respond(...)");
+    if (typeof (tx as { selectFrom?: unknown } | undefined)?.selectFrom !== "function") {
+      throw new WorkflowUsageError(
+        "enqueue needs the caller's Kysely transaction (or Kysely instance) as its first argument",
+      );
+    }
+    remember(def);
+    assertValidKey(request?.tenantId, "tenant id");
+    assertValidKey(request.key, "idempotency key");
+    const json = inputToJson(request.input);
+    const input = await parseInput(def, json);
+    const fingerprint = requestFingerprint(def.name, json);
+    const { tenantId, key } = request;
+    const run = {
+      tenantId,
+      key,
+      runId: newId(),
+      workflow: def.name,
+      outline: def.outline,
+      definitionHash: def.hash,
+      fingerprint,
+      input: JSON.stringify(json),
+      parsedInputHash: def.schema ? parsedInputHash(input) : null,
+      retentionMs: def.options.retentionMs ?? retentionMs,
+    };
+    const on = tx as unknown as Executor;
+    for (let round = 0; round < CLAIM_ROUNDS; round++) {
+      const found = await enqueueRun(on, tables, run);
+      if (found.kind === "created") return { created: true };
+      if (found.kind === "raced") continue;
+      if (found.status === "completed" && found.expired) {
+        if (await reclaimExpiredForEnqueue(on, tables, run)) return { created: true };
+        continue;
+      }
+      if (found.workflow !== def.name) {
+        throw new IdempotencyKeyMismatchError(tenantId, key, `workflow '${found.workflow}', not '${def.name}'`);
+      }
+      if (found.fingerprint !== fingerprint) {
+        throw new IdempotencyKeyMismatchError(tenantId, key, "a different request payload");
+      }
+      return { created: false };
+    }
+    throw new IdempotencyKeyInProgressError(tenantId, key, 0);
+  }
+
+  async function signal(tenantId: string, key: string, name: string, payload: unknown): Promise<SignalResult> {
+    assertValidKey(tenantId, "tenant id");
+    assertValidKey(key, "idempotency key");
+    assertValidKey(name, "signal name");
+    const converted = toJsonValue(payload);
+    if (!converted.ok) {
+      throw new InputValidationError(converted.issues.map((i) => ({ ...i, path: `payload${i.path.slice(1)}` })));
+    }
+    const json = converted.value;
+    const fingerprint = requestFingerprint(`signal:${name}`, json);
+    return db.transaction().execute(async (tx) => {
+      const run = await lockRunForSignal(tx, tables, tenantId, key);
+      if (!run || run.expired) throw new RunNotFoundError(tenantId, key);
+      if (!run.outline.includes(`wait:${name}`)) {
+        const waits = run.outline.filter((e) => e.startsWith("wait:")).map((e) => e.slice(5));
+        throw new InputValidationError([
+          {
+            path: "name",
+            message: `workflow '${run.workflow}' waits for no signal '${name}' (it waits for: ${
+              waits.length > 0 ? waits.join(", ") : "none"
+            })`,
+          },
+        ]);
+      }
+      const item = known.get(run.workflow)?.items.find((i) => i.kind === "wait" && i.name === name);
+      if (item?.kind === "wait" && item.options.schema) {
+        const parsed = await item.options.schema.safeParseAsync(json);
+        if (!parsed.success) {
+          throw new InputValidationError(
+            parsed.error.issues.map((issue) => {
+              const at = schemaIssue(issue, json);
+              return { ...at, path: `payload${at.path.slice(1)}` };
+            }),
+            { cause: parsed.error },
+          );
+        }
+      }
+      const done = await deliverSignal(tx, tables, {
+        tenantId,
+        key,
+        runId: run.runId,
+        name,
+        payload: JSON.stringify(json),
+        fingerprint,
+        mayStore: run.status !== "completed",
+      });
+      if (done.existing !== null) {
+        if (done.existing === fingerprint) return { duplicate: true, woke: false };
+        throw new IdempotencyKeyMismatchError(tenantId, key, `a different payload for signal '${name}'`);
+      }
+      if (!done.stored) {
+        throw new RunStateError(
+          tenantId,
+          key,
+          run.status,
+          `is completed: signal '${name}' arrived after the run finished and changes nothing (its stored response is replayed)`,
+        );
+      }
+      return { duplicate: false, woke: done.woke };
+    });
+  }
+
+  async function wait(tenantId: string, key: string, opts: WaitOptions): Promise<RunResult<unknown>> {
+    assertValidKey(tenantId, "tenant id");
+    assertValidKey(key, "idempotency key");
+    const timeoutMs = intOption("wait", "timeoutMs", opts?.timeoutMs, 0, MAX_TIMER_MS);
+    if (timeoutMs === undefined) throw new InvalidOptionError("timeoutMs", "wait: timeoutMs is required");
+    const deadline = performance.now() + timeoutMs;
+    const watch = waiter.watch(tenantId, key);
+    let pause = FIRST_PAUSE_MS;
+    try {
+      for (;;) {
+        const row = await selectOutcome(db, tables, tenantId, key);
+        if (!row || row.expired) throw new RunNotFoundError(tenantId, key);
+        if (row.status === "completed") {
+          return {
+            status: row.response_status ?? 500,
+            body: JSON.parse(row.response_body ?? "null") as JsonValue,
+            replayed: true,
+            outcome: row.outcome ?? "succeeded",
+          } as RunResult<unknown>;
+        }
+        if (row.status === "parked") throw new RunParkedError(tenantId, key, row.parked_reason ?? "parked");
+        const retryAfterMs =
+          row.status === "in_flight"
+            ? Math.max(0, row.lease_remaining_ms ?? 0)
+            : row.wake_remaining_ms === null
+              ? leaseMs
+              : Math.max(0, row.wake_remaining_ms);
+        const left = deadline - performance.now();
+        if (left <= 0) throw new IdempotencyKeyInProgressError(tenantId, key, retryAfterMs);
+        await watch.pause(Math.min(left, pause));
+        pause = Math.min(MAX_PAUSE_MS, pause * 2);
+      }
+    } finally {
+      watch.close();
+    }
+  }
+
+  /** A worker's execution of one due run: take it (or find another got it) and run it to its next stop. */
+  async function executeDue(def: Definition, tenantId: string, key: string): Promise<void> {
+    const runLease = def.options.leaseMs ?? leaseMs;
+    checkHeartbeat(`workflow '${def.name}'`, heartbeatMs, runLease);
+    const ownerToken = newId();
+    await telemetry.span(`resume ${def.name}`, "internal", runAttributes(def.name, tenantId, key), async (span) => {
+      const taken = await takeDueRun(db, tables, { tenantId, key, ownerToken, leaseMs: runLease, fingerprint: null });
+      if (!taken) return; // another worker or a client retry got it first
+      telemetry.count("claims", { "idempo.workflow": def.name, "idempo.claim.result": "resume" });
+      span.set({ "idempo.claim.result": "resume" });
+      try {
+        const result = await resume(def, taken, { tenantId, key, ownerToken }, runLease, span, "due");
+        span.set({ "idempo.outcome": result.outcome, "idempo.replayed": false });
+      } catch (error) {
+        telemetry.log(
+          "error",
+          { workflow: def.name, tenantId, keyHash: keyHash(tenantId, key), error: String(error) },
+          "idempo: running a due run failed; it stays at its recovery point",
+        );
+        throw error;
+      }
+    });
   }
 
   async function sweep(opts: SweepOptions = {}): Promise<number> {
@@ -655,18 +895,31 @@ export function createEngine<DB>(options: EngineOptions<DB>): Engine {
     ...adminApi(db, tables),
     ...operatorVerbs(db, tables),
     runOnce,
-    enqueue: () => Promise.reject(new Error("enqueue: not implemented yet")),
-    signal: () => Promise.reject(new Error("signal: not implemented yet")),
-    wait: () => Promise.reject(new Error("wait: not implemented yet")),
     resumeStale,
     sweep,
     startRelay: (opts) => startRelay(db, tables, () => faultHookOf(engine), telemetry, opts),
+    enqueue,
+    signal,
+    wait,
     startWorker(opts) {
-      const intervalMs = intOption("startWorker", "intervalMs", opts?.intervalMs, 1, MAX_TIMER_MS, 5_000);
-      workflowsByName("startWorker", opts.workflows);
-      intOption("startWorker", "limit", opts.limit, 1, 10_000, 100);
+      const at = "startWorker";
+      const intervalMs = intOption(at, "intervalMs", opts?.intervalMs, 1, MAX_TIMER_MS, 5_000);
+      const byName = workflowsByName(at, opts.workflows);
+      for (const def of byName.values()) remember(def);
+      intOption(at, "limit", opts.limit, 1, 10_000, 100);
+      const concurrency = intOption(at, "concurrency", opts.concurrency, 1, 1_000, 10);
+      const limits = new Map<string, number>();
+      for (const [name, limit] of Object.entries(opts.workflowConcurrency ?? {})) {
+        if (!byName.has(name)) {
+          throw new InvalidOptionError(
+            "workflowConcurrency",
+            `${at}: workflowConcurrency names '${name}', which is not in workflows`,
+          );
+        }
+        limits.set(name, intOption(at, `workflowConcurrency.${name}`, limit, 1, 1_000, 1));
+      }
       const onError = opts.onError ?? (() => {});
-      return startLoop(
+      const maintenance = startLoop(
         intervalMs,
         async () => {
           const report = await resumeStale(opts);
@@ -675,6 +928,20 @@ export function createEngine<DB>(options: EngineOptions<DB>): Engine {
         },
         onError,
       );
+      const due = startDueLoop(
+        { workflows: [...byName.keys()], concurrency, limits, pollMs: intervalMs, listen: opts.listen },
+        {
+          select: (workflows, limit) => selectDueRuns(db, tables, workflows, limit),
+          nextWakeInMs: (workflows) => msUntilNextWake(db, tables, workflows),
+          execute: (r) => executeDue(byName.get(r.workflow) as Definition, r.tenantId, r.key),
+          onError,
+        },
+      );
+      return {
+        async stop() {
+          await Promise.all([maintenance.stop(), due.stop()]);
+        },
+      };
     },
     migrate: () => applyMigrations(db, tables),
     async inspect(tenantId, key) {

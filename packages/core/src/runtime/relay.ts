@@ -13,6 +13,8 @@ import type { Executor, Tables } from "../store/run-store.js";
 import type { Telemetry } from "../telemetry/telemetry.js";
 import { keyHash } from "../telemetry/telemetry.js";
 import type { FaultHook } from "./hooks.js";
+import type { NotificationSource } from "./notifications.js";
+import { subscribe } from "./notifications.js";
 import { intOption, MAX_TIMER_MS } from "./option-checks.js";
 import { CrashSignal } from "./signals.js";
 
@@ -40,21 +42,6 @@ export interface DeliveryContext {
 /** Delivers one message; throw to retry it later. */
 export type DeliveryHandler = (message: OutboxMessage, ctx: DeliveryContext) => Promise<void> | void;
 
-/**
- * A connection the relay can LISTEN on, so it wakes the moment a phase
- * commits a message: a dedicated, connected `pg.Client`, or a PGlite instance.
- * PGlite has one connection shared with the Kysely dialect: start the relay
- * before runs begin, so its LISTEN is not issued inside an open transaction
- * (polling still delivers if it were lost).
- */
-export type NotificationSource =
-  | { listen(channel: string, callback: (payload: string) => void): Promise<() => Promise<void>> }
-  | {
-      query(text: string): Promise<unknown>;
-      on(event: "notification", listener: (message: { channel: string }) => void): unknown;
-      off(event: "notification", listener: (message: { channel: string }) => void): unknown;
-    };
-
 /** Options of `engine.startRelay`. */
 export interface RelayOptions {
   /** A handler per topic; messages of other topics are left for other relays. */
@@ -81,19 +68,6 @@ export interface RelayOptions {
 export interface Relay {
   /** Stop claiming, wait for deliveries in progress, and stop listening. */
   stop(): Promise<void>;
-}
-
-async function subscribe(source: NotificationSource, wake: () => void): Promise<() => Promise<void>> {
-  if ("listen" in source) return source.listen(OUTBOX_CHANNEL, wake);
-  const listener = (message: { channel: string }) => {
-    if (message.channel === OUTBOX_CHANNEL) wake();
-  };
-  source.on("notification", listener);
-  await source.query(`LISTEN ${OUTBOX_CHANNEL}`);
-  return async () => {
-    source.off("notification", listener);
-    await source.query(`UNLISTEN ${OUTBOX_CHANNEL}`);
-  };
 }
 
 export function startRelay(
@@ -231,7 +205,9 @@ export function startRelay(
     await Promise.all(inFlight);
   }
 
-  const unsubscribe = options.listen ? subscribe(options.listen, wake) : Promise.resolve(async () => {});
+  const unsubscribe = options.listen
+    ? subscribe(options.listen, OUTBOX_CHANNEL, wake)
+    : Promise.resolve(async () => {});
   const running = unsubscribe.then(loop, (error: unknown) => {
     onError(error);
     return loop();

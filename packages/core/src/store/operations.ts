@@ -117,3 +117,36 @@ export async function selectRecords(db: Executor, t: Tables, f: ListFilter): Pro
   `.execute(db);
   return rows;
 }
+
+/** Where a run stands for someone waiting on it (`engine.wait`). */
+export interface OutcomeRow {
+  status: RunStatus;
+  expired: boolean;
+  outcome: RunOutcome | null;
+  response_status: number | null;
+  response_body: string | null;
+  parked_reason: string | null;
+  /** In flight: ms left on the lease (DB clock). */
+  lease_remaining_ms: number | null;
+  /** Suspended: ms until the wake-up time, null without one. */
+  wake_remaining_ms: number | null;
+}
+
+/** One read-only statement per poll of a waiter; null when the key has no record. */
+export async function selectOutcome(
+  db: Executor,
+  t: Tables,
+  tenantId: string,
+  key: string,
+): Promise<OutcomeRow | null> {
+  const { rows } = await sql<OutcomeRow>`/* idempo:wait_poll */
+    SELECT status, (status = 'completed' AND expires_at <= clock_timestamp()) AS expired, outcome, response_status,
+           response_body::text AS response_body, parked_reason,
+           CASE WHEN status = 'in_flight'
+                THEN ceil(extract(epoch FROM (locked_until - clock_timestamp())) * 1000)::float8 END AS lease_remaining_ms,
+           CASE WHEN status = 'suspended'
+                THEN ceil(extract(epoch FROM (wake_at - clock_timestamp())) * 1000)::float8 END AS wake_remaining_ms
+    FROM ${t.runs} WHERE tenant_id = ${tenantId} AND key = ${key}
+  `.execute(db);
+  return rows[0] ?? null;
+}

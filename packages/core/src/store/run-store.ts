@@ -61,6 +61,11 @@ export interface ExistingRun {
   readonly responseStatus: number | null;
   /** The stored body as JSON text, verbatim. */
   readonly responseBody: string | null;
+  /**
+   * Suspended rows: ms until the wake-up time (DB clock), 0 or less when
+   * due; null when it waits for a signal without timeout (or is not suspended).
+   */
+  readonly wakeRemainingMs: number | null;
 }
 
 /** What a takeover hands the new owner: everything needed to resume. */

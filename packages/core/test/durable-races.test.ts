@@ -112,7 +112,11 @@ describe("the lost wake-up", () => {
 describe("duplicate signals racing the wait", () => {
   it("three identical deliveries at once, while the run reaches its wait: one counts, the payload is merged once", async () => {
     const runner = createEngine({ db: t.connect(3) });
-    const senders = [createEngine({ db: t.connect(2) }), createEngine({ db: t.connect(2) }), createEngine({ db: t.connect(2) })];
+    const senders = [
+      createEngine({ db: t.connect(2) }),
+      createEngine({ db: t.connect(2) }),
+      createEngine({ db: t.connect(2) }),
+    ];
     const { wf, counter } = confirmed("race_dupes");
     const n = 30;
     for (let i = 0; i < n; i++) {
@@ -132,7 +136,10 @@ describe("duplicate signals racing the wait", () => {
         return s.signal(T, key, "confirmed", { webhook: "evt_1", i });
       });
       const [, ...results] = await Promise.all([running, ...sends]);
-      expect(results.filter((r) => !r.duplicate), key).toHaveLength(1);
+      expect(
+        results.filter((r) => !r.duplicate),
+        key,
+      ).toHaveLength(1);
     }
     setFaultHook(runner, undefined);
     for (let i = 0; i < n; i++) {
@@ -142,7 +149,10 @@ describe("duplicate signals racing the wait", () => {
         body: { confirmed: { webhook: "evt_1", i } },
       });
       const rec = await runner.inspect(T, key);
-      expect(rec?.history?.filter((h) => h.kind === "wait").map((h) => h.outcome), key).toEqual(["succeeded"]);
+      expect(
+        rec?.history?.filter((h) => h.kind === "wait").map((h) => h.outcome),
+        key,
+      ).toEqual(["succeeded"]);
     }
     const { rows } = await sql<{ n: number }>`
       SELECT count(*)::int AS n FROM idempo.signals WHERE tenant_id = ${T} AND key LIKE 'd%'`.execute(t.db);
@@ -212,9 +222,9 @@ describe("waiting for a result", () => {
     const first = await running;
     expect(await waiting).toEqual({ ...first, replayed: true });
     pause.clear();
-    await expect(
-      retry.runOnce(wf, { tenantId: T, key: "r2", input: {}, waitInFlightMs: -5 }),
-    ).rejects.toMatchObject({ code: "invalid_option" });
+    await expect(retry.runOnce(wf, { tenantId: T, key: "r2", input: {}, waitInFlightMs: -5 })).rejects.toMatchObject({
+      code: "invalid_option",
+    });
   });
 
   it("a waiter holds no pooled connection: on a pool of one, other queries go on while it waits", async () => {

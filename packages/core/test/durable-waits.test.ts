@@ -57,7 +57,12 @@ describe(".sleep", () => {
     const engine = createEngine({ db: t.db });
     const { wf, calls } = sleeper("sleep_basic", 60_000);
     const first = await engine.runOnce(wf, { tenantId: T, key: "s1", input: { order: "o1" } });
-    expect(first).toEqual({ status: 202, body: { pending: true, authorised: "o1" }, replayed: false, outcome: "suspended" });
+    expect(first).toEqual({
+      status: 202,
+      body: { pending: true, authorised: "o1" },
+      replayed: false,
+      outcome: "suspended",
+    });
 
     const rec = await engine.inspect(T, "s1");
     expect(rec?.status).toBe("suspended");
@@ -149,7 +154,11 @@ describe(".sleep", () => {
   it("refuses a fixed duration out of range when the workflow is built", () => {
     expect(() => workflow("w").sleep("x", -1)).toThrow(/ms must be an integer/);
     expect(() => workflow("w").sleep("x", 1.5)).toThrow(/ms must be an integer/);
-    expect(() => workflow("w").phase("x", () => ({})).sleep("x", 1)).toThrow(/already has a phase named 'x'/);
+    expect(() =>
+      workflow("w")
+        .phase("x", () => ({}))
+        .sleep("x", 1),
+    ).toThrow(/already has a phase named 'x'/);
   });
 });
 
@@ -186,7 +195,10 @@ describe(".waitFor and engine.signal", () => {
     // No wake-up time known: the workflow's lease length.
     expect(busy.retryAfterMs).toBe(30_000);
 
-    expect(await engine.signal(T, "w1", "confirmed", { ok: true, b: 1, a: 2 })).toEqual({ duplicate: false, woke: true });
+    expect(await engine.signal(T, "w1", "confirmed", { ok: true, b: 1, a: 2 })).toEqual({
+      duplicate: false,
+      woke: true,
+    });
     // Same canonical payload (other key order) again: a no-op.
     expect(await engine.signal(T, "w1", "confirmed", { a: 2, ok: true, b: 1.0 })).toEqual({
       duplicate: true,
@@ -214,9 +226,13 @@ describe(".waitFor and engine.signal", () => {
     const engine = createEngine({ db: t.db });
     const gate = { open: () => {} };
     const wf = workflow("wait_early")
-      .step("charge", () => new Promise<{ chargeId: string }>((r) => {
-        gate.open = () => r({ chargeId: "ch_e" });
-      }))
+      .step(
+        "charge",
+        () =>
+          new Promise<{ chargeId: string }>((r) => {
+            gate.open = () => r({ chargeId: "ch_e" });
+          }),
+      )
       .waitFor("confirmed")
       .respond(({ state }) => ({ status: 201, body: state }));
     const running = engine.runOnce(wf, { tenantId: T, key: "early", input: {} });

@@ -163,7 +163,9 @@ describe("engine.startWorker runs due suspended runs", () => {
       expect(executions.get(`r${i}`), `r${i}`).toBe(1);
       expect(executions.get(`r${i}:b`), `r${i}:b`).toBe(1);
     }
-    const { rows } = await sql<{ attempt: number }>`SELECT DISTINCT attempt FROM idempo.runs WHERE workflow = 'enq_race'`.execute(t.db);
+    const { rows } = await sql<{
+      attempt: number;
+    }>`SELECT DISTINCT attempt FROM idempo.runs WHERE workflow = 'enq_race'`.execute(t.db);
     // Resuming after the sleep was not a new attempt.
     expect(rows).toEqual([{ attempt: 1 }]);
   });
@@ -259,7 +261,10 @@ describe("engine.startWorker runs due suspended runs", () => {
     expect((await engine.runOnce(wf, { tenantId: "t", key: "short", input: {} })).status).toBe(202);
     // The poll interval is long; the worker looks again at the next known wake-up time.
     worker(engine, { workflows: [wf], intervalMs: 600_000 });
-    expect(await engine.wait("t", "short", { timeoutMs: 120_000 })).toMatchObject({ status: 200, body: { woke: true } });
+    expect(await engine.wait("t", "short", { timeoutMs: 120_000 })).toMatchObject({
+      status: 200,
+      body: { woke: true },
+    });
   });
 
   it("refuses a limit for a workflow it does not run", () => {
@@ -267,7 +272,9 @@ describe("engine.startWorker runs due suspended runs", () => {
     const wf = workflow("w")
       .phase("a", () => ({}))
       .respond(() => ({ status: 200, body: null }));
-    expect(() => engine.startWorker({ workflows: [wf], workflowConcurrency: { other: 1 } })).toThrow(/not in workflows/);
+    expect(() => engine.startWorker({ workflows: [wf], workflowConcurrency: { other: 1 } })).toThrow(
+      /not in workflows/,
+    );
     expect(() => engine.startWorker({ workflows: [wf], concurrency: 0 })).toThrow(/concurrency must be an integer/);
   });
 });

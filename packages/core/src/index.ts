@@ -26,23 +26,29 @@ export type { AdminApi, ListOutboxOptions, OutboxEntry, WorkflowStats } from "./
 export type {
   Engine,
   EngineOptions,
+  EnqueueRequest,
+  EnqueueResult,
   ResumeReport,
   ResumeStaleOptions,
   RunOnceRequest,
+  SignalResult,
   SweepOptions,
+  WaitOptions,
   WorkerOptions,
 } from "./runtime/engine.js";
 export { createEngine } from "./runtime/engine.js";
+export type { NotificationSource } from "./runtime/notifications.js";
 export type { CancelOptions, ForgetOptions, OperatorVerbs } from "./runtime/operator-verbs.js";
-export type { HistoryEntry, KeyPage, ListKeysOptions, RunOutcome, RunRecord, RunStatus } from "./runtime/records.js";
 export type {
-  DeliveryContext,
-  DeliveryHandler,
-  NotificationSource,
-  OutboxMessage,
-  Relay,
-  RelayOptions,
-} from "./runtime/relay.js";
+  HistoryEntry,
+  KeyPage,
+  ListKeysOptions,
+  RunOutcome,
+  RunRecord,
+  RunStatus,
+  WaitingFor,
+} from "./runtime/records.js";
+export type { DeliveryContext, DeliveryHandler, OutboxMessage, Relay, RelayOptions } from "./runtime/relay.js";
 export type { RunResult } from "./runtime/run-result.js";
 export type { StepFailure } from "./runtime/step-failure.js";
 export { stepFailureOf } from "./runtime/step-failure.js";
@@ -59,5 +65,13 @@ export type {
   RunControl,
   RunInfo,
   StepContext,
+  TimeoutContext,
 } from "./workflow/context.js";
-export type { StepOptions, UnknownErrorPolicy, Workflow, WorkflowOptions } from "./workflow/definition.js";
+export type {
+  SleepDuration,
+  StepOptions,
+  UnknownErrorPolicy,
+  WaitForOptions,
+  Workflow,
+  WorkflowOptions,
+} from "./workflow/definition.js";

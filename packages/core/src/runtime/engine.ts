@@ -5,21 +5,29 @@ import {
   IdempotencyKeyInProgressError,
   IdempotencyKeyMismatchError,
   InputValidationError,
+  InvalidOptionError,
+  RunNotFoundError,
   RunParkedError,
+  RunStateError,
   WorkflowDefinitionError,
   WorkflowUsageError,
 } from "../errors.js";
 import { newId } from "../ids.js";
 import { requestFingerprint } from "../json/fingerprint.js";
 import type { JsonObject, JsonValue } from "../json/json-value.js";
+import { toJsonValue } from "../json/json-value.js";
+import { schemaIssue } from "../json/schema-issue.js";
 import { assertValidKey } from "../keys/key-validation.js";
 import type { NewRun } from "../store/claim.js";
 import { claimNewKey, reclaimExpiredKey, takeOverExpiredLease } from "../store/claim.js";
+import { msUntilNextWake, selectDueRuns, takeDueRun } from "../store/due-runs.js";
+import { enqueueRun, reclaimExpiredForEnqueue } from "../store/enqueue.js";
 import { selectStaleRuns, sweepBatch, sweepOutboxBatch } from "../store/maintenance.js";
 import { applyMigrations } from "../store/migrate.js";
-import { selectHistory, selectRecord, selectRecords } from "../store/operations.js";
+import { selectHistory, selectOutcome, selectRecord, selectRecords } from "../store/operations.js";
 import type { Executor, TakenRun } from "../store/run-store.js";
 import { tablesIn } from "../store/run-store.js";
+import { deliverSignal, lockRunForSignal } from "../store/signals.js";
 import type { Logger } from "../telemetry/logger.js";
 import { SILENT } from "../telemetry/logger.js";
 import type { ClaimResult, SpanScope } from "../telemetry/telemetry.js";
@@ -28,10 +36,14 @@ import type { Definition, Workflow } from "../workflow/definition.js";
 import { deployedByName, versionsOf } from "../workflow/versions.js";
 import type { AdminApi } from "./admin-api.js";
 import { adminApi } from "./admin-api.js";
+import type { Watch } from "./completion-waiter.js";
+import { completionWaiter, FIRST_PAUSE_MS, MAX_PAUSE_MS } from "./completion-waiter.js";
 import { isConnectionLoss } from "./db-errors.js";
+import { startDueLoop } from "./due-loop.js";
 import type { ExecutorDeps } from "./executor.js";
 import { execute } from "./executor.js";
 import { faultHookOf, heartbeatSilenced } from "./hooks.js";
+import type { NotificationSource } from "./notifications.js";
 import type { OperatorVerbs } from "./operator-verbs.js";
 import { operatorVerbs } from "./operator-verbs.js";
 import { checkHeartbeat, intOption, MAX_TIMER_MS } from "./option-checks.js";
@@ -71,6 +83,21 @@ export interface EngineOptions<DB> {
    * the attempt gives the key up and its `signal` aborts; see `WorkflowOptions.attemptTimeoutMs`.
    */
   attemptTimeoutMs?: number;
+  /**
+   * A connection to LISTEN on, so `engine.wait` and `runOnce`'s
+   * `waitInFlightMs` wake the moment a run they wait for completes: a
+   * dedicated, connected `pg.Client` (never one from the pool), or a PGlite
+   * instance (Default: poll only; polling is always the guarantee).
+   */
+  listen?: NotificationSource;
+  /**
+   * Workflows this engine may be asked about without being handed them:
+   * `engine.signal` checks a payload against its `.waitFor` schema when it
+   * knows the run's workflow from here, or from an earlier `runOnce`,
+   * `enqueue`, `resumeStale` or `startWorker` of this engine (Default: none).
+   */
+  // biome-ignore lint/suspicious/noExplicitAny: any workflow, whatever its input and body types
+  workflows?: readonly Workflow<any, any>[];
 }
 
 /** The arguments of one `runOnce` call. */
@@ -81,6 +108,46 @@ export interface RunOnceRequest<In> {
   key: string;
   /** The request; JSON values only (a Date becomes its ISO string). Checked by the workflow's schema. */
   input: In;
+  /**
+   * When another attempt holds the key (in flight elsewhere, or suspended),
+   * wait up to this many ms for its stored response instead of raising
+   * `IdempotencyKeyInProgressError` at once; a lease that runs out or a
+   * suspension that becomes due meanwhile is taken over and resumed here.
+   * Woken by NOTIFY when the engine has a `listen` connection, by polling
+   * otherwise; no pooled connection is held while waiting.
+   * 0 to 2 147 483 647 (Default: 0, answer at once).
+   */
+  waitInFlightMs?: number;
+}
+
+/** The arguments of one `enqueue` call: the run's key and input, as for `runOnce`. */
+export type EnqueueRequest<In> = Omit<RunOnceRequest<In>, "waitInFlightMs">;
+
+/** What `enqueue` did. */
+export interface EnqueueResult {
+  /**
+   * True when this call created the run (it exists once the caller's
+   * transaction commits); false when the key already names the same
+   * request (in any state): nothing was changed.
+   */
+  readonly created: boolean;
+}
+
+/** What `signal` did. */
+export interface SignalResult {
+  /**
+   * True when the same signal (name and canonical payload) had already been
+   * delivered to the run: nothing was changed.
+   */
+  readonly duplicate: boolean;
+  /** True when the run was suspended waiting for this signal and is now due. */
+  readonly woke: boolean;
+}
+
+/** Options of `engine.wait`. */
+export interface WaitOptions {
+  /** The longest to wait, in ms, 0 to 2 147 483 647; then `IdempotencyKeyInProgressError`. */
+  timeoutMs: number;
 }
 
 /** An idempo engine bound to one database; see {@link createEngine}. */
@@ -103,6 +170,47 @@ export interface Engine extends AdminApi, OperatorVerbs {
    * Any error thrown by workflow code is rethrown; the run stays at its recovery point.
    */
   runOnce<In, B>(workflow: Workflow<In, B>, request: RunOnceRequest<In>): Promise<RunResult<B>>;
+  /**
+   * Create a run inside the caller's own Kysely transaction: it exists
+   * exactly when that transaction commits (and a NOTIFY sent in it wakes
+   * the workers then). The run is `suspended` and due at once with attempt
+   * 0 until a worker (`startWorker`) or a `runOnce` with the same key and
+   * payload takes it. Same claim rules as `runOnce`: the same key with the
+   * same payload is a no-op (`created: false`), another payload or
+   * workflow is a mismatch; a completed record past retention counts as absent.
+   *
+   * @param tx the caller's transaction (or the database itself, for a run created on its own).
+   * @throws InvalidIdempotencyKeyError (400) bad key or tenant, before any SQL.
+   * @throws InputValidationError (400) input not JSON or rejected by the schema, before any SQL.
+   * @throws IdempotencyKeyMismatchError (422) the key was used with another payload or workflow.
+   */
+  enqueue<DB, In>(tx: Kysely<DB>, workflow: Workflow<In, unknown>, request: EnqueueRequest<In>): Promise<EnqueueResult>;
+  /**
+   * Deliver a signal to a run's `.waitFor(name)` item: the JSON `payload`
+   * is kept (also when the run has not reached the item yet) and merged
+   * into state as `{ [name]: payload }` when it does; a run suspended on
+   * the item becomes due at once. The same name with the same canonical
+   * payload again is a no-op (`duplicate: true`), also after the run completed.
+   *
+   * @throws InvalidIdempotencyKeyError (400) bad key or tenant, before any SQL.
+   * @throws InputValidationError (400) the payload is not JSON or fails the wait's schema, or the run's workflow waits for no such name.
+   * @throws IdempotencyKeyMismatchError (422) a different payload was already delivered under this name.
+   * @throws RunStateError (409) the run is completed and this signal is new.
+   * @throws RunNotFoundError (404) the key has no record (or only one past retention).
+   */
+  signal(tenantId: string, key: string, name: string, payload: unknown): Promise<SignalResult>;
+  /**
+   * Wait for a run to complete and return its stored response
+   * (`replayed: true`), without taking part in it. Woken by NOTIFY when the
+   * engine has a `listen` connection, by polling (the guarantee) otherwise;
+   * no pooled connection is held between polls.
+   *
+   * @throws IdempotencyKeyInProgressError (409) still not completed at the timeout; `retryAfterMs` as for `runOnce`.
+   * @throws RunParkedError (500) the run is parked: it will not complete on its own.
+   * @throws RunNotFoundError (404) the key has no record (or only one past retention).
+   * @throws InvalidIdempotencyKeyError (400) bad key or tenant.
+   */
+  wait(tenantId: string, key: string, options: WaitOptions): Promise<RunResult<unknown>>;
   /** Apply pending SQL migrations under an advisory lock; returns the names applied. Safe to call concurrently. */
   migrate(): Promise<string[]>;
   /** The record of one key with its history, or `null` when absent. Lease time uses the DB clock. */
@@ -125,7 +233,12 @@ export interface Engine extends AdminApi, OperatorVerbs {
    */
   sweep(options?: SweepOptions): Promise<number>;
   /**
-   * Run `resumeStale` and `sweep` in the background every `intervalMs`.
+   * Execute background runs: claim due suspended runs of the given
+   * workflows (enqueued, woken sleeps, signalled or timed-out waits) with
+   * `FOR UPDATE SKIP LOCKED`, fairly across tenants and within per-workflow
+   * limits, and run each from its recovery point; also run `resumeStale`
+   * and `sweep` every `intervalMs`. Any number of workers (in any number of
+   * processes) may run at once: each run is executed by one of them.
    * `await worker.stop()` waits for the runs it is finishing.
    */
   startWorker(options: WorkerOptions): Worker;
@@ -173,8 +286,26 @@ export interface SweepOptions {
 
 /** Options of `startWorker`. */
 export interface WorkerOptions extends ResumeStaleOptions {
-  /** Pause between rounds in ms (Default: 5 000). */
+  /**
+   * Pause between maintenance rounds (resumeStale, sweep) in ms, and the
+   * longest a worker goes without looking for due runs when nothing wakes
+   * it (Default: 5 000).
+   */
   intervalMs?: number;
+  /** Due runs this worker executes at once, 1-1 000 (Default: 10). */
+  concurrency?: number;
+  /**
+   * Most runs of one workflow this worker executes at once, by workflow
+   * name (Default: no limit beyond `concurrency`). A limit per worker: with
+   * N workers a workflow may run N times its limit.
+   */
+  workflowConcurrency?: Readonly<Record<string, number>>;
+  /**
+   * A connection to LISTEN on, so the worker wakes the moment a run is
+   * enqueued or signalled: a dedicated, connected `pg.Client`, or a PGlite
+   * instance, one per worker (Default: poll only; polling is the guarantee).
+   */
+  listen?: NotificationSource;
   /** Also sweep expired records each round (Default: true). */
   sweep?: boolean;
   /** Called with errors of a round; the loop goes on (Default: ignore). */
@@ -227,6 +358,21 @@ export function createEngine<DB>(options: EngineOptions<DB>): Engine {
   const boundOf = (def: Definition) => def.options.attemptTimeoutMs ?? attemptTimeoutMs;
 
   const telemetry = new Telemetry(options.logger ?? SILENT);
+  const waiter = completionWaiter(options.listen, (error) =>
+    telemetry.log("warn", { error: String(error) }, "idempo: LISTEN for completions failed; waiters poll instead"),
+  );
+  /**
+   * Definitions this engine has been given or has run, by name, every
+   * deployed version newest first: what `signal` checks payloads against.
+   */
+  const known = new Map<string, readonly Definition[]>();
+  const remember = (versions: readonly Definition[]) => {
+    const newest = versions[0];
+    if (newest?.items) known.set(newest.name, versions);
+  };
+  if (options.workflows !== undefined) {
+    for (const versions of deployedByName("createEngine", options.workflows).values()) remember(versions);
+  }
   const deps = (): ExecutorDeps => ({
     db,
     tables,
@@ -299,6 +445,7 @@ export function createEngine<DB>(options: EngineOptions<DB>): Engine {
   ): Promise<RunResult<B>> {
     const def = wf?.definition;
     if (!def) throw new WorkflowDefinitionError("runOnce needs a workflow built with workflow(...).respond(...)");
+    remember(versionsOf(def));
     assertValidKey(request?.tenantId, "tenant id");
     assertValidKey(request.key, "idempotency key");
     const json = inputToJson(request.input);
@@ -310,7 +457,43 @@ export function createEngine<DB>(options: EngineOptions<DB>): Engine {
     checkHeartbeat(`workflow '${def.name}'`, heartbeatMs, runLease);
     const { tenantId, key } = request;
 
-    for (let round = 0; round < CLAIM_ROUNDS; round++) {
+    const waitMs = intOption("runOnce", "waitInFlightMs", request.waitInFlightMs, 0, MAX_TIMER_MS, 0);
+    const deadline = performance.now() + waitMs;
+    let watch: Watch | undefined;
+    let pause = FIRST_PAUSE_MS;
+    /**
+     * Another attempt holds the key: answer 409 now, or, within
+     * `waitInFlightMs`, pause (no connection held) and look again.
+     */
+    const inProgress = async (retryAfterMs: number): Promise<void> => {
+      const left = deadline - performance.now();
+      if (left <= 0) {
+        claimed("in_progress");
+        throw new IdempotencyKeyInProgressError(tenantId, key, Math.max(0, retryAfterMs));
+      }
+      watch ??= waiter.watch(tenantId, key);
+      await watch.pause(Math.min(left, pause, Math.max(1, retryAfterMs)));
+      pause = Math.min(MAX_PAUSE_MS, pause * 2);
+    };
+    try {
+      for (let round = 0; round < CLAIM_ROUNDS; round++) {
+        const answer = await claimRound();
+        if (answer === "again") continue;
+        if (typeof answer === "number") {
+          await inProgress(answer);
+          round = -1;
+          continue;
+        }
+        return answer;
+      }
+    } finally {
+      watch?.close();
+    }
+    claimed("in_progress");
+    throw new IdempotencyKeyInProgressError(tenantId, key, 0);
+
+    /** One look at the key: a result, "again" (it changed under us), or the ms to wait when another holds it. */
+    async function claimRound(): Promise<RunResult<B> | "again" | number> {
       const fresh: NewRun = {
         tenantId,
         key,
@@ -343,13 +526,13 @@ export function createEngine<DB>(options: EngineOptions<DB>): Engine {
       };
 
       const claim = await claimNewKey(db, tables, fresh);
-      if (claim.kind === "raced") continue;
+      if (claim.kind === "raced") return "again";
       if (claim.kind === "claimed") return start();
       const found = claim.run;
       if (found.status === "completed" && found.expired) {
         // Past retention the key counts as absent, swept or not.
         if (await reclaimExpiredKey(db, tables, fresh)) return start();
-        continue;
+        return "again";
       }
       if (found.workflow !== def.name) {
         claimed("mismatch");
@@ -364,8 +547,16 @@ export function createEngine<DB>(options: EngineOptions<DB>): Engine {
         throw new RunParkedError(tenantId, key, found.parkedReason ?? "parked");
       }
       if (found.status === "suspended") {
-        claimed("in_progress");
-        throw new IdempotencyKeyInProgressError(tenantId, key, runLease);
+        if (found.wakeRemainingMs === null) return runLease;
+        if (found.wakeRemainingMs > 0) return found.wakeRemainingMs;
+        // Due (enqueued, woken, signalled or timed out) and no worker got there first: resume it here.
+        const ownerToken = newId();
+        const taken = await takeDueRun(db, tables, { tenantId, key, ownerToken, leaseMs: runLease, fingerprint });
+        if (!taken) return "again";
+        claimed("resume");
+        return resume(versionsOf(def), taken, { tenantId, key, ownerToken }, runLease, span, "due") as Promise<
+          RunResult<B>
+        >;
       }
       if (found.status === "completed") {
         claimed("replay");
@@ -376,10 +567,7 @@ export function createEngine<DB>(options: EngineOptions<DB>): Engine {
           outcome: found.outcome ?? "succeeded",
         } as RunResult<B>;
       }
-      if (found.leaseRemainingMs > 0) {
-        claimed("in_progress");
-        throw new IdempotencyKeyInProgressError(tenantId, key, found.leaseRemainingMs);
-      }
+      if (found.leaseRemainingMs > 0) return found.leaseRemainingMs;
       const ownerToken = newId();
       const taken = await takeOverExpiredLease(db, tables, {
         tenantId,
@@ -389,17 +577,17 @@ export function createEngine<DB>(options: EngineOptions<DB>): Engine {
         fingerprint,
         maxAttempts: def.options.maxAttempts ?? DEFAULT_MAX_ATTEMPTS,
       });
-      if (!taken) continue;
+      if (!taken) return "again";
       if (taken.kind === "parked") {
         claimed("parked");
         parkedByTakeover(def.name, tenantId, key, taken.reason);
         throw new RunParkedError(tenantId, key, taken.reason);
       }
       claimed("takeover");
-      return resume(versionsOf(def), taken.run, { tenantId, key, ownerToken }, runLease, span) as Promise<RunResult<B>>;
+      return resume(versionsOf(def), taken.run, { tenantId, key, ownerToken }, runLease, span, "takeover") as Promise<
+        RunResult<B>
+      >;
     }
-    claimed("in_progress");
-    throw new IdempotencyKeyInProgressError(tenantId, key, 0);
   }
 
   /** Resume a taken-over run under the deployed version that fits it (`deployed`: newest first). */
@@ -409,20 +597,23 @@ export function createEngine<DB>(options: EngineOptions<DB>): Engine {
     own: { tenantId: string; key: string; ownerToken: string },
     runLease: number,
     span: SpanScope,
+    how: "takeover" | "due",
   ): Promise<RunResult<unknown>> {
     span.set({ "idempo.attempt": taken.attempt });
     const def = deployed[0] as Definition;
-    telemetry.log(
-      "info",
-      {
-        workflow: def.name,
-        tenantId: own.tenantId,
-        keyHash: keyHash(own.tenantId, own.key),
-        attempt: taken.attempt,
-        recoveryPoint: taken.recoveryPoint,
-      },
-      "idempo: took over an expired lease; resuming after the recovery point",
-    );
+    if (how === "takeover") {
+      telemetry.log(
+        "info",
+        {
+          workflow: def.name,
+          tenantId: own.tenantId,
+          keyHash: keyHash(own.tenantId, own.key),
+          attempt: taken.attempt,
+          recoveryPoint: taken.recoveryPoint,
+        },
+        "idempo: took over an expired lease; resuming after the recovery point",
+      );
+    }
     const picked = pickDefinition(deployed, taken);
     return execute(deps(), {
       def: picked,
@@ -439,6 +630,7 @@ export function createEngine<DB>(options: EngineOptions<DB>): Engine {
 
   async function resumeStale(opts: ResumeStaleOptions): Promise<ResumeReport> {
     const byName = deployedByName("resumeStale", opts?.workflows);
+    for (const versions of byName.values()) remember(versions);
     const limit = intOption("resumeStale", "limit", opts.limit, 1, 10_000, 100);
     const resumed: ResumeReport["resumed"][number][] = [];
     const failed: ResumeReport["failed"][number][] = [];
@@ -477,6 +669,7 @@ export function createEngine<DB>(options: EngineOptions<DB>): Engine {
               { tenantId: stale.tenantId, key: stale.key, ownerToken },
               runLease,
               span,
+              "takeover",
             );
             span.set({ "idempo.outcome": result.outcome, "idempo.replayed": false });
             return result;
@@ -498,6 +691,186 @@ export function createEngine<DB>(options: EngineOptions<DB>): Engine {
       }
     }
     return { resumed, failed, parked };
+  }
+
+  async function enqueue<DB, In>(
+    tx: Kysely<DB>,
+    wf: Workflow<In, unknown>,
+    request: EnqueueRequest<In>,
+  ): Promise<EnqueueResult> {
+    const def = wf?.definition;
+    if (!def?.items)
+      throw new WorkflowDefinitionError("enqueue needs a workflow built with workflow(...).respond(...)");
+    if (typeof (tx as { selectFrom?: unknown } | undefined)?.selectFrom !== "function") {
+      throw new WorkflowUsageError(
+        "enqueue needs the caller's Kysely transaction (or Kysely instance) as its first argument",
+      );
+    }
+    remember(versionsOf(def));
+    assertValidKey(request?.tenantId, "tenant id");
+    assertValidKey(request.key, "idempotency key");
+    const json = inputToJson(request.input);
+    const input = await parseInput(def, json);
+    const fingerprint = requestFingerprint(def.name, json);
+    const { tenantId, key } = request;
+    const run = {
+      tenantId,
+      key,
+      runId: newId(),
+      workflow: def.name,
+      outline: def.outline,
+      definitionHash: def.hash,
+      workflowVersion: def.version,
+      fingerprint,
+      input: JSON.stringify(json),
+      parsedInputHash: def.schema ? parsedInputHash(input) : null,
+      retentionMs: def.options.retentionMs ?? retentionMs,
+    };
+    const on = tx as unknown as Executor;
+    for (let round = 0; round < CLAIM_ROUNDS; round++) {
+      const found = await enqueueRun(on, tables, run);
+      if (found.kind === "created") return { created: true };
+      if (found.kind === "raced") continue;
+      if (found.status === "completed" && found.expired) {
+        if (await reclaimExpiredForEnqueue(on, tables, run)) return { created: true };
+        continue;
+      }
+      if (found.workflow !== def.name) {
+        throw new IdempotencyKeyMismatchError(tenantId, key, `workflow '${found.workflow}', not '${def.name}'`);
+      }
+      if (found.fingerprint !== fingerprint) {
+        throw new IdempotencyKeyMismatchError(tenantId, key, "a different request payload");
+      }
+      return { created: false };
+    }
+    throw new IdempotencyKeyInProgressError(tenantId, key, 0);
+  }
+
+  async function signal(tenantId: string, key: string, name: string, payload: unknown): Promise<SignalResult> {
+    assertValidKey(tenantId, "tenant id");
+    assertValidKey(key, "idempotency key");
+    assertValidKey(name, "signal name");
+    const converted = toJsonValue(payload);
+    if (!converted.ok) {
+      throw new InputValidationError(converted.issues.map((i) => ({ ...i, path: `payload${i.path.slice(1)}` })));
+    }
+    const json = converted.value;
+    const fingerprint = requestFingerprint(`signal:${name}`, json);
+    return db.transaction().execute(async (tx) => {
+      const run = await lockRunForSignal(tx, tables, tenantId, key);
+      if (!run || run.expired) throw new RunNotFoundError(tenantId, key);
+      if (!run.outline.includes(`wait:${name}`)) {
+        const waits = run.outline.filter((e) => e.startsWith("wait:")).map((e) => e.slice(5));
+        throw new InputValidationError([
+          {
+            path: "name",
+            message: `workflow '${run.workflow}' waits for no signal '${name}' (it waits for: ${
+              waits.length > 0 ? waits.join(", ") : "none"
+            })`,
+          },
+        ]);
+      }
+      const item = known
+        .get(run.workflow)
+        ?.flatMap((def) => def.items)
+        .find((i) => i.kind === "wait" && i.name === name);
+      if (item?.kind === "wait" && item.options.schema) {
+        const parsed = await item.options.schema.safeParseAsync(json);
+        if (!parsed.success) {
+          throw new InputValidationError(
+            parsed.error.issues.map((issue) => {
+              const at = schemaIssue(issue, json);
+              return { ...at, path: `payload${at.path.slice(1)}` };
+            }),
+            { cause: parsed.error },
+          );
+        }
+      }
+      const done = await deliverSignal(tx, tables, {
+        tenantId,
+        key,
+        runId: run.runId,
+        name,
+        payload: JSON.stringify(json),
+        fingerprint,
+        mayStore: run.status !== "completed",
+      });
+      if (done.existing !== null) {
+        if (done.existing === fingerprint) return { duplicate: true, woke: false };
+        throw new IdempotencyKeyMismatchError(tenantId, key, `a different payload for signal '${name}'`);
+      }
+      if (!done.stored) {
+        throw new RunStateError(
+          tenantId,
+          key,
+          run.status,
+          `is completed: signal '${name}' arrived after the run finished and changes nothing (its stored response is replayed)`,
+        );
+      }
+      return { duplicate: false, woke: done.woke };
+    });
+  }
+
+  async function wait(tenantId: string, key: string, opts: WaitOptions): Promise<RunResult<unknown>> {
+    assertValidKey(tenantId, "tenant id");
+    assertValidKey(key, "idempotency key");
+    const timeoutMs = intOption("wait", "timeoutMs", opts?.timeoutMs, 0, MAX_TIMER_MS);
+    if (timeoutMs === undefined) throw new InvalidOptionError("timeoutMs", "wait: timeoutMs is required");
+    const deadline = performance.now() + timeoutMs;
+    const watch = waiter.watch(tenantId, key);
+    let pause = FIRST_PAUSE_MS;
+    try {
+      for (;;) {
+        const row = await selectOutcome(db, tables, tenantId, key);
+        if (!row || row.expired) throw new RunNotFoundError(tenantId, key);
+        if (row.status === "completed") {
+          return {
+            status: row.response_status ?? 500,
+            body: JSON.parse(row.response_body ?? "null") as JsonValue,
+            replayed: true,
+            outcome: row.outcome ?? "succeeded",
+          } as RunResult<unknown>;
+        }
+        if (row.status === "parked") throw new RunParkedError(tenantId, key, row.parked_reason ?? "parked");
+        const retryAfterMs =
+          row.status === "in_flight"
+            ? Math.max(0, row.lease_remaining_ms ?? 0)
+            : row.wake_remaining_ms === null
+              ? leaseMs
+              : Math.max(0, row.wake_remaining_ms);
+        const left = deadline - performance.now();
+        if (left <= 0) throw new IdempotencyKeyInProgressError(tenantId, key, retryAfterMs);
+        await watch.pause(Math.min(left, pause));
+        pause = Math.min(MAX_PAUSE_MS, pause * 2);
+      }
+    } finally {
+      watch.close();
+    }
+  }
+
+  /** A worker's execution of one due run: take it (or find another got it) and run it to its next stop. */
+  async function executeDue(deployed: readonly Definition[], tenantId: string, key: string): Promise<void> {
+    const def = deployed[0] as Definition;
+    const runLease = def.options.leaseMs ?? leaseMs;
+    checkHeartbeat(`workflow '${def.name}'`, heartbeatMs, runLease);
+    const ownerToken = newId();
+    await telemetry.span(`resume ${def.name}`, "internal", runAttributes(def.name, tenantId, key), async (span) => {
+      const taken = await takeDueRun(db, tables, { tenantId, key, ownerToken, leaseMs: runLease, fingerprint: null });
+      if (!taken) return; // another worker or a client retry got it first
+      telemetry.count("claims", { "idempo.workflow": def.name, "idempo.claim.result": "resume" });
+      span.set({ "idempo.claim.result": "resume" });
+      try {
+        const result = await resume(deployed, taken, { tenantId, key, ownerToken }, runLease, span, "due");
+        span.set({ "idempo.outcome": result.outcome, "idempo.replayed": false });
+      } catch (error) {
+        telemetry.log(
+          "error",
+          { workflow: def.name, tenantId, keyHash: keyHash(tenantId, key), error: String(error) },
+          "idempo: running a due run failed; it stays at its recovery point",
+        );
+        throw error;
+      }
+    });
   }
 
   async function sweep(opts: SweepOptions = {}): Promise<number> {
@@ -531,12 +904,28 @@ export function createEngine<DB>(options: EngineOptions<DB>): Engine {
     resumeStale,
     sweep,
     startRelay: (opts) => startRelay(db, tables, () => faultHookOf(engine), telemetry, opts),
+    enqueue,
+    signal,
+    wait,
     startWorker(opts) {
-      const intervalMs = intOption("startWorker", "intervalMs", opts?.intervalMs, 1, MAX_TIMER_MS, 5_000);
-      deployedByName("startWorker", opts.workflows);
-      intOption("startWorker", "limit", opts.limit, 1, 10_000, 100);
+      const at = "startWorker";
+      const intervalMs = intOption(at, "intervalMs", opts?.intervalMs, 1, MAX_TIMER_MS, 5_000);
+      const byName = deployedByName(at, opts.workflows);
+      for (const versions of byName.values()) remember(versions);
+      intOption(at, "limit", opts.limit, 1, 10_000, 100);
+      const concurrency = intOption(at, "concurrency", opts.concurrency, 1, 1_000, 10);
+      const limits = new Map<string, number>();
+      for (const [name, limit] of Object.entries(opts.workflowConcurrency ?? {})) {
+        if (!byName.has(name)) {
+          throw new InvalidOptionError(
+            "workflowConcurrency",
+            `${at}: workflowConcurrency names '${name}', which is not in workflows`,
+          );
+        }
+        limits.set(name, intOption(at, `workflowConcurrency.${name}`, limit, 1, 1_000, 1));
+      }
       const onError = opts.onError ?? (() => {});
-      return startLoop(
+      const maintenance = startLoop(
         intervalMs,
         async () => {
           const report = await resumeStale(opts);
@@ -545,6 +934,20 @@ export function createEngine<DB>(options: EngineOptions<DB>): Engine {
         },
         onError,
       );
+      const due = startDueLoop(
+        { workflows: [...byName.keys()], concurrency, limits, pollMs: intervalMs, listen: opts.listen },
+        {
+          select: (workflows, limit) => selectDueRuns(db, tables, workflows, limit),
+          nextWakeInMs: (workflows) => msUntilNextWake(db, tables, workflows),
+          execute: (r) => executeDue(byName.get(r.workflow) as readonly Definition[], r.tenantId, r.key),
+          onError,
+        },
+      );
+      return {
+        async stop() {
+          await Promise.all([maintenance.stop(), due.stop()]);
+        },
+      };
     },
     migrate: () => applyMigrations(db, tables),
     async inspect(tenantId, key) {

@@ -29,6 +29,7 @@ import {
   stillOwns,
 } from "../store/progress.js";
 import type { Executor, Ownership, StoredResponse, Tables } from "../store/run-store.js";
+import { advancePastWait, checkSignalOrSuspend, lockOwnRun, suspendForSleep } from "../store/suspension.js";
 import { swapTraceParent } from "../store/trace.js";
 import { giveUpOwnLease, parkOwnRun } from "../store/transitions.js";
 import type { SpanScope, Telemetry } from "../telemetry/telemetry.js";
@@ -43,7 +44,7 @@ import type { RunResult } from "./run-result.js";
 import { CrashSignal, FailSignal, RejectSignal } from "./signals.js";
 import { callStep } from "./step-call.js";
 import { stepFailureOf } from "./step-failure.js";
-import { bodyText, checkStatus, mergeState } from "./values.js";
+import { bodyText, checkStatus, mergeState, parseSignalPayload } from "./values.js";
 
 /** Everything an attempt needs to run from its recovery point. */
 export interface Plan {
@@ -198,6 +199,8 @@ export async function execute(deps: ExecutorDeps, plan: Plan): Promise<RunResult
           try {
             if (item.kind === "step")
               return await runStep(deps, plan, lease, item, info(s), last, hook, openStep, span);
+            if (item.kind === "sleep") return await runSleep(deps, plan, lease, item, info(s));
+            if (item.kind === "wait") return await runWait(deps, plan, lease, item, info(s), last, hook);
             await hook(`before:phase:${item.name}`);
             return await runPhase(deps, plan, lease, item, info(s), last);
           } finally {
@@ -211,7 +214,9 @@ export async function execute(deps: ExecutorDeps, plan: Plan): Promise<RunResult
       );
       if (outcome.kind === "done") {
         // A crash here is "completed, but the client never got the answer": the retry replays.
-        if (outcome.result.outcome === "succeeded") await hook(`after:${item.kind}:${item.name}`);
+        if (outcome.result.outcome === "succeeded" || outcome.result.outcome === "suspended") {
+          await hook(`after:${item.kind}:${item.name}`);
+        }
         return outcome.result;
       }
       state = outcome.state;
@@ -335,7 +340,7 @@ async function completeWithFailure(
   plan: Plan,
   lease: LeaseKeeper,
   signal: FailSignal,
-  item: { kind: "phase" | "step"; name: string; entryId: string | null },
+  item: { kind: Item["kind"]; name: string; entryId: string | null },
 ): Promise<Outcome> {
   const where = `ctx.fail in ${item.kind} '${item.name}'`;
   const response: StoredResponse = {
@@ -530,4 +535,127 @@ async function runStep(
   if (response) lease.finishing();
   if (!(await recordStepResult(deps.db, deps.tables, plan.own, started.entryId, outcome, advance))) throw lease.lost();
   return advance.response ? { kind: "done", result: resultOf(advance.response, false) } : { kind: "continue", state };
+}
+
+/** Longest sleep: 100 years in ms, as the builder allows for a fixed one. */
+const MAX_SLEEP_MS = 100 * 365 * 24 * 60 * 60 * 1000;
+
+/** The 202 a suspension answers with: the workflow's `accepted` body, or null. */
+async function suspendedResult(plan: Plan, info: RunInfo<unknown, unknown>): Promise<RunResult<unknown>> {
+  const accepted = plan.def.accepted;
+  const body = accepted ? JSON.parse(bodyText(await accepted(info), `accepted of workflow '${plan.def.name}'`)) : null;
+  return { status: 202, body: body as JsonValue, replayed: false, outcome: "suspended" };
+}
+
+/**
+ * A `.sleep` item: commit the wake-up time with the item as the recovery
+ * point and suspend. A duration that is not a whole number of ms in range
+ * cannot be stored: the run is parked, as for any value that cannot be stored.
+ */
+async function runSleep(
+  deps: ExecutorDeps,
+  plan: Plan,
+  lease: LeaseKeeper,
+  item: Extract<Item, { kind: "sleep" }>,
+  info: RunInfo<unknown, unknown>,
+): Promise<Outcome> {
+  const where = `sleep '${item.name}'`;
+  const ms =
+    typeof item.duration === "function"
+      ? await untilAborted(Promise.resolve(item.duration(info)), lease.signal)
+      : item.duration;
+  if (typeof ms !== "number" || !Number.isSafeInteger(ms) || ms < 0 || ms > MAX_SLEEP_MS) {
+    throw new UnstorableValueError(where, [
+      { path: "$", message: `must be an integer number of ms from 0 to ${MAX_SLEEP_MS}, got ${String(ms)}` },
+    ]);
+  }
+  const result = await suspendedResult(plan, info);
+  lease.finishing();
+  const wakeAt = await suspendForSleep(deps.db, deps.tables, plan.own, { name: item.name, attempt: plan.attempt, ms });
+  if (!wakeAt) throw lease.lost();
+  return { kind: "done", result };
+}
+
+/** The stored answer of a wait that timed out with no `onTimeout` (RFC 9457 problem details). */
+function waitTimeoutResponse(name: string, timeoutMs: number | undefined): StoredResponse {
+  return {
+    outcome: "failed",
+    status: 408,
+    body: JSON.stringify({
+      type: "about:blank",
+      title: "Request Timeout",
+      status: 408,
+      code: "wait_timeout",
+      detail: `no signal '${name}' arrived within ${timeoutMs ?? 0} ms`,
+    }),
+  };
+}
+
+/**
+ * A `.waitFor` item, in one transaction that locks the run's row first (see
+ * `checkSignalOrSuspend` for the race this closes): merge the signal and
+ * move on, or suspend, or, past the deadline, let `onTimeout` decide.
+ */
+async function runWait(
+  deps: ExecutorDeps,
+  plan: Plan,
+  lease: LeaseKeeper,
+  item: Extract<Item, { kind: "wait" }>,
+  info: RunInfo<unknown, unknown>,
+  last: boolean,
+  hook: (point: string) => Promise<void>,
+): Promise<Outcome> {
+  const where = `waitFor '${item.name}'`;
+  const advanceWith = async (tx: Executor, value: unknown): Promise<Outcome> => {
+    const state = mergeState(info.state as JsonObject, { [item.name]: value === undefined ? null : value }, where);
+    const adv: Advance = {
+      name: item.name,
+      attempt: plan.attempt,
+      state: JSON.stringify(state),
+      leaseMs: plan.leaseMs,
+      ...(last ? { response: await respondWith(plan.def, { ...info, state }) } : {}),
+    };
+    lease.finishing(adv.response !== undefined);
+    if (!(await advancePastWait(tx, deps.tables, plan.own, adv))) throw lease.lost();
+    return adv.response ? { kind: "done", result: resultOf(adv.response, false) } : { kind: "continue", state };
+  };
+  const work = deps.db.transaction().execute(async (tx): Promise<Outcome | "timed_out"> => {
+    if (!(await lockOwnRun(tx, deps.tables, plan.own))) throw lease.lost();
+    await hook(`locked:wait:${item.name}`);
+    lease.finishing();
+    const found = await checkSignalOrSuspend(tx, deps.tables, plan.own, {
+      name: item.name,
+      attempt: plan.attempt,
+      timeoutMs: item.options.timeoutMs ?? null,
+    });
+    if (found.kind === "lost") throw lease.lost();
+    // A failing `accepted` rolls the suspension back with it.
+    if (found.kind === "suspended") return { kind: "done", result: await suspendedResult(plan, info) };
+    if (found.kind === "timed_out") return "timed_out";
+    const payload = await parseSignalPayload(item, JSON.parse(found.payload) as JsonValue, where);
+    return advanceWith(tx, payload);
+  });
+  const outcome = await untilAborted(work, lease.signal);
+  if (outcome !== "timed_out") return outcome;
+  lease.finishing(false);
+  const onTimeout = item.options.onTimeout;
+  if (!onTimeout) {
+    lease.finishing();
+    const response = waitTimeoutResponse(item.name, item.options.timeoutMs);
+    if (!(await completeRun(deps.db, deps.tables, plan.own, response))) throw lease.lost();
+    return { kind: "done", result: resultOf(response, false) };
+  }
+  const ctl = control();
+  let value: unknown;
+  try {
+    value = await untilAborted(
+      Promise.resolve(onTimeout({ ...info, fail: ctl.fail, reject: ctl.reject })),
+      lease.signal,
+    );
+    ctl.rethrowCaught();
+  } catch (error) {
+    if (!(error instanceof FailSignal)) throw error;
+    return completeWithFailure(deps.db, deps, plan, lease, error, { kind: "wait", name: item.name, entryId: null });
+  }
+  return advanceWith(deps.db, value);
 }

@@ -50,9 +50,13 @@ export class LeaseKeeper {
     this.#bound.unref();
   }
 
-  /** The attempt is about to write its completion: renewals that find the run finished are expected. */
-  finishing(): void {
-    this.#finishing = true;
+  /**
+   * The attempt is about to write its completion or suspension: renewals
+   * that find the run finished are expected. `false` takes that back when
+   * the write turned out not to end the attempt (a wait found its signal).
+   */
+  finishing(on = true): void {
+    this.#finishing = on;
   }
 
   /**

@@ -9,7 +9,8 @@ export type { RunOutcome, RunStatus } from "../store/run-store.js";
 
 /** One phase or step entry in a run's history, oldest first. */
 export interface HistoryEntry {
-  readonly kind: "phase" | "step";
+  /** `sleep` and `wait` entries start when the run suspends there and finish when it resumes. */
+  readonly kind: "phase" | "step" | "sleep" | "wait";
   readonly name: string;
   /** The run attempt that wrote the entry (1 = first, +1 per takeover). */
   readonly attempt: number;
@@ -25,6 +26,19 @@ export interface HistoryEntry {
   readonly startedAt: Date;
   /** DB clock; `null` while started. */
   readonly finishedAt: Date | null;
+}
+
+/** What a suspended run waits for. */
+export interface WaitingFor {
+  /** `sleep`: a `.sleep` item; `signal`: a `.waitFor` item. */
+  readonly kind: "sleep" | "signal";
+  /** The item's name (for `signal`, the name `engine.signal` must use). */
+  readonly name: string;
+  /**
+   * When the run becomes due (DB clock): the wake-up time of a sleep, the
+   * timeout of a wait; absent when a wait has no timeout.
+   */
+  readonly until?: Date;
 }
 
 /** Everything idempo stores about one key. */
@@ -53,11 +67,21 @@ export interface RunRecord {
    * `maxAttempts` is counted against. Equals `attempt` until a run is unparked.
    */
   readonly attemptsSinceUnpark: number;
+  /**
+   * Suspended: what the run waits for; `null` otherwise, and for a run that
+   * was enqueued and not started yet (it is due at once, see `wakeAt`).
+   */
+  readonly waitingFor: WaitingFor | null;
+  /**
+   * Suspended: when a worker or a retry may resume it (DB clock); `null`
+   * when it waits for a signal without timeout, or when not suspended.
+   */
+  readonly wakeAt: Date | null;
   /** The last committed phase or step; `null` before the first commit. */
   readonly recoveryPoint: string | null;
   readonly state: JsonValue;
   readonly input: JsonValue;
-  /** Attempts so far: 1 + takeovers. */
+  /** Attempts so far: 1 + takeovers (0 for an enqueued run no one started yet; resuming a suspension is not one). */
   readonly attempt: number;
   /** Current owner's token; `null` once completed, parked, or released (no owner: the next retry takes over). */
   readonly ownerToken: string | null;
@@ -112,6 +136,11 @@ export function toRecord(row: RecordRow, history: HistoryRow[] | undefined): Run
     parkedReason: row.parked_reason,
     parkedAt: row.parked_at,
     attemptsSinceUnpark: row.attempt - row.attempt_floor,
+    waitingFor:
+      row.status === "suspended" && row.wait_kind !== null && row.wait_name !== null
+        ? { kind: row.wait_kind, name: row.wait_name, ...(row.wake_at ? { until: row.wake_at } : {}) }
+        : null,
+    wakeAt: row.status === "suspended" ? row.wake_at : null,
     recoveryPoint: row.recovery_point,
     state: JSON.parse(row.state) as JsonValue,
     input: JSON.parse(row.input) as JsonValue,

@@ -13,6 +13,8 @@ import type { Executor, Tables } from "../store/run-store.js";
 import type { Telemetry } from "../telemetry/telemetry.js";
 import { keyHash } from "../telemetry/telemetry.js";
 import type { FaultHook } from "./hooks.js";
+import type { NotificationSource } from "./notifications.js";
+import { subscribe } from "./notifications.js";
 import { intOption, MAX_TIMER_MS } from "./option-checks.js";
 import { CrashSignal } from "./signals.js";
 
@@ -39,21 +41,6 @@ export interface DeliveryContext {
 
 /** Delivers one message; throw to retry it later. */
 export type DeliveryHandler = (message: OutboxMessage, ctx: DeliveryContext) => Promise<void> | void;
-
-/**
- * A connection the relay can LISTEN on, so it wakes the moment a phase
- * commits a message: a dedicated, connected `pg.Client`, or a PGlite instance.
- * PGlite has one connection shared with the Kysely dialect: start the relay
- * before runs begin, so its LISTEN is not issued inside an open transaction
- * (polling still delivers if it were lost).
- */
-export type NotificationSource =
-  | { listen(channel: string, callback: (payload: string) => void): Promise<() => Promise<void>> }
-  | {
-      query(text: string): Promise<unknown>;
-      on(event: "notification", listener: (message: { channel: string }) => void): unknown;
-      off(event: "notification", listener: (message: { channel: string }) => void): unknown;
-    };
 
 /** Options of `engine.startRelay`. */
 export interface RelayOptions {
@@ -87,55 +74,6 @@ export interface RelayOptions {
 export interface Relay {
   /** Stop claiming, wait for deliveries in progress, and stop listening. */
   stop(): Promise<void>;
-}
-
-/** The events a `pg.Client` also emits when its connection fails or ends. */
-interface ClientEvents {
-  on(event: "error" | "end", listener: (error?: unknown) => void): unknown;
-  off(event: "error" | "end", listener: (error?: unknown) => void): unknown;
-}
-
-/**
- * LISTEN on `source`. A client whose connection fails or ends (its backend
- * terminated, the network gone) is reported once through `lost` and never
- * used again: a `pg.Client` cannot reconnect, so polling alone delivers from
- * then on. The listener on its `'error'` event also keeps that failure from
- * crashing the process (an `'error'` event nobody listens to is an uncaught
- * exception).
- */
-async function subscribe(
-  source: NotificationSource,
-  wake: () => void,
-  lost: (error: unknown) => void,
-): Promise<() => Promise<void>> {
-  if ("listen" in source) return source.listen(OUTBOX_CHANNEL, wake);
-  const listener = (message: { channel: string }) => {
-    if (message.channel === OUTBOX_CHANNEL) wake();
-  };
-  const events = source as unknown as Partial<ClientEvents>;
-  let gone = false;
-  const onGone = (error?: unknown) => {
-    if (gone) return;
-    gone = true;
-    const why = error instanceof Error ? error.message : "the connection ended";
-    lost(
-      new Error(`outbox relay: the LISTEN connection was lost (${why}); delivering by polling from now on`, {
-        cause: error,
-      }),
-    );
-  };
-  events.on?.("error", onGone);
-  events.on?.("end", onGone);
-  source.on("notification", listener);
-  await source.query(`LISTEN ${OUTBOX_CHANNEL}`);
-  return async () => {
-    source.off("notification", listener);
-    // The 'error' listener stays: a dead client may still emit, and must never crash the process.
-    events.off?.("end", onGone);
-    const alive = !gone;
-    gone = true; // stopped: later failures of the client are the application's business
-    if (alive) await source.query(`UNLISTEN ${OUTBOX_CHANNEL}`);
-  };
 }
 
 export function startRelay(
@@ -274,11 +212,17 @@ export function startRelay(
   }
 
   const unsubscribe = options.listen
-    ? subscribe(options.listen, wake, (error) => {
-        telemetry.log("warn", { error: (error as Error).message }, "idempo: outbox relay lost its LISTEN connection");
-        onError(error);
-        wake();
-      })
+    ? subscribe(
+        options.listen,
+        OUTBOX_CHANNEL,
+        wake,
+        (error) => {
+          telemetry.log("warn", { error: (error as Error).message }, "idempo: outbox relay lost its LISTEN connection");
+          onError(error);
+          wake();
+        },
+        "outbox relay",
+      )
     : Promise.resolve(async () => {});
   const running = unsubscribe.then(loop, (error: unknown) => {
     onError(error);

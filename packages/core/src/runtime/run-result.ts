@@ -8,7 +8,11 @@ import type { JsonValue } from "../json/json-value.js";
  * - `failed`: a `ctx.fail` body, stored and replayed like any response;
  * - `errored`: the stored 500 problem body of `onUnknownError: 'store'`;
  * - `rejected`: a `ctx.reject` answer; nothing was stored, never replayed;
- * - `canceled`: an operator's `engine.cancel` answer, stored and replayed.
+ * - `canceled`: an operator's `engine.cancel` answer, stored and replayed;
+ * - `suspended`: the run is waiting (`.sleep` or `.waitFor`); status 202 and
+ *   the workflow's `accepted` body (or `null`). Nothing final is stored yet:
+ *   later calls with the key get `IdempotencyKeyInProgressError` until the
+ *   run completes, then its stored response.
  */
 export type RunResult<B> =
   | { readonly status: number; readonly body: B; readonly replayed: boolean; readonly outcome: "succeeded" }
@@ -17,4 +21,5 @@ export type RunResult<B> =
       readonly body: JsonValue;
       readonly replayed: boolean;
       readonly outcome: "failed" | "errored" | "rejected" | "canceled";
-    };
+    }
+  | { readonly status: 202; readonly body: JsonValue; readonly replayed: false; readonly outcome: "suspended" };

@@ -4,11 +4,12 @@
  * clear error naming where, before anything is committed).
  */
 import { createHash } from "node:crypto";
+import type { z } from "zod";
 import { InputValidationError, UnstorableValueError, WorkflowDefinitionError } from "../errors.js";
 import type { JsonObject, JsonValue } from "../json/json-value.js";
 import { toJsonValue } from "../json/json-value.js";
 import { schemaIssue } from "../json/schema-issue.js";
-import type { Definition } from "../workflow/definition.js";
+import type { Definition, Item } from "../workflow/definition.js";
 
 const DATE_SETTERS = Object.getOwnPropertyNames(Date.prototype).filter((name) => name.startsWith("set"));
 
@@ -113,4 +114,28 @@ export async function reparseInput(def: Definition, stored: JsonValue, expectedH
     );
   }
   return parsed;
+}
+
+/**
+ * A signal's payload as a `.waitFor` item merges it: parsed by the item's
+ * schema when it has one. A payload the schema refuses (sent through an
+ * engine that did not know the workflow) cannot be merged.
+ *
+ * @throws UnstorableValueError naming the wait and the paths the schema refused.
+ */
+export async function parseSignalPayload(
+  item: Extract<Item, { kind: "wait" }>,
+  payload: JsonValue,
+  where: string,
+): Promise<unknown> {
+  const schema = item.options.schema as z.ZodType | undefined;
+  if (!schema) return payload;
+  const parsed = await schema.safeParseAsync(payload);
+  if (!parsed.success) {
+    throw new UnstorableValueError(
+      `${where} (the stored signal fails the wait's schema)`,
+      parsed.error.issues.map((issue) => schemaIssue(issue, payload)),
+    );
+  }
+  return parsed.data;
 }

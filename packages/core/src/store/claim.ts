@@ -43,6 +43,7 @@ interface ClaimRow {
   parked_reason: string | null;
   response_status: number | null;
   response_body: string | null;
+  wake_remaining_ms: number | null;
 }
 
 /**
@@ -72,7 +73,9 @@ export async function claimNewKey(db: Executor, t: Tables, run: NewRun): Promise
            r.workflow, r.fingerprint, r.status,
            GREATEST(0, ceil(extract(epoch FROM (r.locked_until - clock_timestamp())) * 1000))::float8 AS lease_remaining_ms,
            (r.status = 'completed' AND r.expires_at <= clock_timestamp()) AS expired,
-           r.outcome, r.parked_reason, r.response_status, r.response_body::text AS response_body
+           r.outcome, r.parked_reason, r.response_status, r.response_body::text AS response_body,
+           CASE WHEN r.status = 'suspended'
+                THEN ceil(extract(epoch FROM (r.wake_at - clock_timestamp())) * 1000)::float8 END AS wake_remaining_ms
     FROM (VALUES (1)) AS one (x)
     LEFT JOIN ${t.runs} r ON r.tenant_id = ${run.tenantId} AND r.key = ${run.key}
   `.execute(db);
@@ -92,6 +95,7 @@ export async function claimNewKey(db: Executor, t: Tables, run: NewRun): Promise
       parkedReason: row.parked_reason,
       responseStatus: row.response_status,
       responseBody: row.response_body,
+      wakeRemainingMs: row.wake_remaining_ms,
     },
   };
 }
@@ -116,7 +120,7 @@ export async function reclaimExpiredKey(db: Executor, t: Tables, run: NewRun): P
           parsed_input_hash = ${run.parsedInputHash},
           status = 'in_flight', owner_token = ${run.ownerToken},
           locked_until = clock_timestamp() + ${leaseInterval(run.leaseMs)}, attempt = 1, attempt_floor = 0,
-          parked_reason = NULL, parked_at = NULL,
+          parked_reason = NULL, parked_at = NULL, wake_at = NULL, wait_kind = NULL, wait_name = NULL, durable = false,
           recovery_point = NULL, state = '{}', retention_ms = ${run.retentionMs}, outcome = NULL,
           response_status = NULL, response_body = NULL, expires_at = NULL,
           created_at = now(), updated_at = now(), completed_at = NULL
@@ -126,6 +130,9 @@ export async function reclaimExpiredKey(db: Executor, t: Tables, run: NewRun): P
     ), forget AS (
       DELETE FROM ${t.history} h
       WHERE h.tenant_id = ${run.tenantId} AND h.key = ${run.key} AND EXISTS (SELECT 1 FROM reset)
+    ), forget_signals AS (
+      DELETE FROM ${t.signals} s
+      WHERE s.tenant_id = ${run.tenantId} AND s.key = ${run.key} AND EXISTS (SELECT 1 FROM reset)
     )
     SELECT count(*)::int AS n FROM reset
   `.execute(db);

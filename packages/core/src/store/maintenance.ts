@@ -65,6 +65,9 @@ export async function sweepBatch(db: Executor, t: Tables, batchSize: number): Pr
     ), forgotten AS (
       DELETE FROM ${t.history} h USING gone g
       WHERE h.tenant_id = g.tenant_id AND h.key = g.key AND h.run_id = g.run_id
+    ), forgotten_signals AS (
+      DELETE FROM ${t.signals} s USING gone g
+      WHERE s.tenant_id = g.tenant_id AND s.key = g.key AND s.run_id = g.run_id
     )
     SELECT count(*)::int AS n FROM gone
   `.execute(db);

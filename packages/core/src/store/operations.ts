@@ -16,6 +16,9 @@ export interface RecordRow {
   parked_reason: string | null;
   parked_at: Date | null;
   attempt_floor: number;
+  wait_kind: "sleep" | "signal" | null;
+  wait_name: string | null;
+  wake_at: Date | null;
   recovery_point: string | null;
   state: string;
   input: string;
@@ -34,7 +37,7 @@ export interface RecordRow {
 }
 
 export interface HistoryRow {
-  kind: "phase" | "step";
+  kind: "phase" | "step" | "sleep" | "wait";
   name: string;
   attempt: number;
   derived_key: string | null;
@@ -46,8 +49,8 @@ export interface HistoryRow {
 
 /** The columns of a record as operators see it; also the RETURNING list of every operator transition. */
 export const RECORD_COLUMNS = sql`
-  tenant_id, key, run_id, workflow, workflow_version, definition::text AS definition, status, parked_reason, parked_at, attempt_floor,
-  recovery_point,
+  tenant_id, key, run_id, workflow, workflow_version, definition::text AS definition, status, parked_reason, parked_at,
+  attempt_floor, wait_kind, wait_name, wake_at, recovery_point,
   state::text AS state, input::text AS input, attempt, owner_token,
   CASE WHEN status = 'in_flight'
        THEN ceil(extract(epoch FROM (locked_until - clock_timestamp())) * 1000)::float8 END AS lease_remaining_ms,
@@ -114,4 +117,37 @@ export async function selectRecords(db: Executor, t: Tables, f: ListFilter): Pro
     LIMIT ${f.limit}
   `.execute(db);
   return rows;
+}
+
+/** Where a run stands for someone waiting on it (`engine.wait`). */
+export interface OutcomeRow {
+  status: RunStatus;
+  expired: boolean;
+  outcome: RunOutcome | null;
+  response_status: number | null;
+  response_body: string | null;
+  parked_reason: string | null;
+  /** In flight: ms left on the lease (DB clock). */
+  lease_remaining_ms: number | null;
+  /** Suspended: ms until the wake-up time, null without one. */
+  wake_remaining_ms: number | null;
+}
+
+/** One read-only statement per poll of a waiter; null when the key has no record. */
+export async function selectOutcome(
+  db: Executor,
+  t: Tables,
+  tenantId: string,
+  key: string,
+): Promise<OutcomeRow | null> {
+  const { rows } = await sql<OutcomeRow>`/* idempo:wait_poll */
+    SELECT status, (status = 'completed' AND expires_at <= clock_timestamp()) AS expired, outcome, response_status,
+           response_body::text AS response_body, parked_reason,
+           CASE WHEN status = 'in_flight'
+                THEN ceil(extract(epoch FROM (locked_until - clock_timestamp())) * 1000)::float8 END AS lease_remaining_ms,
+           CASE WHEN status = 'suspended'
+                THEN ceil(extract(epoch FROM (wake_at - clock_timestamp())) * 1000)::float8 END AS wake_remaining_ms
+    FROM ${t.runs} WHERE tenant_id = ${tenantId} AND key = ${key}
+  `.execute(db);
+  return rows[0] ?? null;
 }

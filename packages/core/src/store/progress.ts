@@ -5,6 +5,7 @@
  */
 import { sql } from "kysely";
 import { newId } from "../ids.js";
+import { completionTagSql, DONE_CHANNEL } from "./notify-channels.js";
 import type { Executor, Ownership, StoredResponse, Tables } from "./run-store.js";
 import { leaseInterval } from "./run-store.js";
 
@@ -21,10 +22,23 @@ function completion(response: StoredResponse) {
 }
 
 /** SET clause of an advance: a commit also extends the lease, unless it completes the run. */
-function leaseOrCompletion(adv: Advance) {
+export function leaseOrCompletion(adv: Advance) {
   return adv.response
     ? completion(adv.response)
     : sql`locked_until = clock_timestamp() + ${leaseInterval(adv.leaseMs)}`;
+}
+
+/**
+ * A CTE that announces the completion of a durable run (enqueued or once
+ * suspended) on {@link DONE_CHANNEL}, for `engine.wait`. `cte` must return
+ * `tenant_id, key, status, durable` of the updated row. A plain request run
+ * queues no notification, so its commit never takes the notification lock.
+ */
+export function announceCompletion(cte: string) {
+  return sql`announced AS (
+    SELECT pg_notify(${DONE_CHANNEL}, ${completionTagSql("a")}) FROM ${sql.table(cte)} a
+    WHERE a.durable AND a.status = 'completed'
+  )`;
 }
 
 export interface Advance {
@@ -59,14 +73,14 @@ export async function commitPhase(tx: Executor, t: Tables, own: Ownership, adv: 
           ${leaseOrCompletion(adv)}
       WHERE tenant_id = ${own.tenantId} AND key = ${own.key}
         AND owner_token = ${own.ownerToken} AND status = 'in_flight'
-      RETURNING 1
+      RETURNING tenant_id, key, status, durable
     ), logged AS (
       INSERT INTO ${t.history} (tenant_id, key, run_id, entry_id, kind, name, attempt, outcome, started_at, finished_at)
       SELECT ${own.tenantId}, ${own.key}, ${own.runId}, ${newId()}, 'phase', ${adv.name}, ${adv.attempt},
              'succeeded', now(), clock_timestamp()
       FROM advanced
-    )
-    SELECT count(*)::int AS n FROM advanced
+    ), ${announceCompletion("advanced")}
+    SELECT (SELECT count(*) FROM advanced)::int AS n, (SELECT count(*) FROM announced) AS announced
   `.execute(tx);
   return (rows[0]?.n ?? 0) === 1;
 }
@@ -143,13 +157,13 @@ export async function recordStepResult(
           ${leaseOrCompletion(adv)}
       WHERE tenant_id = ${own.tenantId} AND key = ${own.key}
         AND owner_token = ${own.ownerToken} AND status = 'in_flight'
-      RETURNING 1
+      RETURNING tenant_id, key, status, durable
     ), logged AS (
       UPDATE ${t.history} SET outcome = ${outcome}, finished_at = clock_timestamp()
       WHERE tenant_id = ${own.tenantId} AND key = ${own.key} AND entry_id = ${entryId}
         AND EXISTS (SELECT 1 FROM advanced)
-    )
-    SELECT count(*)::int AS n FROM advanced
+    ), ${announceCompletion("advanced")}
+    SELECT (SELECT count(*) FROM advanced)::int AS n, (SELECT count(*) FROM announced) AS announced
   `.execute(db);
   return (rows[0]?.n ?? 0) === 1;
 }
@@ -163,13 +177,16 @@ export async function recordStepResult(
  */
 export async function completeRun(db: Executor, t: Tables, own: Ownership, response: StoredResponse): Promise<boolean> {
   const { rows } = await sql<{ n: number }>`/* idempo:complete */
-    UPDATE ${t.runs}
-    SET updated_at = clock_timestamp(), ${completion(response)}
-    WHERE tenant_id = ${own.tenantId} AND key = ${own.key}
-      AND owner_token = ${own.ownerToken} AND status = 'in_flight'
-    RETURNING 1 AS n
+    WITH completed AS (
+      UPDATE ${t.runs}
+      SET updated_at = clock_timestamp(), ${completion(response)}
+      WHERE tenant_id = ${own.tenantId} AND key = ${own.key}
+        AND owner_token = ${own.ownerToken} AND status = 'in_flight'
+      RETURNING tenant_id, key, status, durable
+    ), ${announceCompletion("completed")}
+    SELECT (SELECT count(*) FROM completed)::int AS n, (SELECT count(*) FROM announced) AS announced
   `.execute(db);
-  return rows.length === 1;
+  return (rows[0]?.n ?? 0) === 1;
 }
 
 /**
@@ -181,7 +198,13 @@ export async function recordFailure(
   db: Executor,
   t: Tables,
   own: Ownership,
-  failure: { kind: "phase" | "step"; name: string; attempt: number; error: string; entryId: string | null },
+  failure: {
+    kind: "phase" | "step" | "sleep" | "wait";
+    name: string;
+    attempt: number;
+    error: string;
+    entryId: string | null;
+  },
 ): Promise<void> {
   if (failure.entryId) {
     await sql`

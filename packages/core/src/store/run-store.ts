@@ -17,6 +17,7 @@ export interface Tables {
   readonly history: RawBuilder<unknown>;
   readonly migrations: RawBuilder<unknown>;
   readonly outbox: RawBuilder<unknown>;
+  readonly signals: RawBuilder<unknown>;
 }
 
 export function tablesIn(schema: string): Tables {
@@ -26,6 +27,7 @@ export function tablesIn(schema: string): Tables {
     history: sql.id(schema, "run_history"),
     migrations: sql.id(schema, "schema_migrations"),
     outbox: sql.id(schema, "outbox"),
+    signals: sql.id(schema, "signals"),
   };
 }
 
@@ -59,6 +61,11 @@ export interface ExistingRun {
   readonly responseStatus: number | null;
   /** The stored body as JSON text, verbatim. */
   readonly responseBody: string | null;
+  /**
+   * Suspended rows: ms until the wake-up time (DB clock), 0 or less when
+   * due; null when it waits for a signal without timeout (or is not suspended).
+   */
+  readonly wakeRemainingMs: number | null;
 }
 
 /** What a takeover hands the new owner: everything needed to resume. */

@@ -10,6 +10,7 @@
 import { sql } from "kysely";
 import type { RecordRow } from "./operations.js";
 import { RECORD_COLUMNS } from "./operations.js";
+import { announceCompletion } from "./progress.js";
 import type { Executor, Ownership, StoredResponse, Tables } from "./run-store.js";
 
 /**
@@ -100,13 +101,16 @@ export async function cancelRun(
   response: StoredResponse,
 ): Promise<RecordRow | null> {
   const { rows } = await sql<RecordRow>`/* idempo:cancel */
-    UPDATE ${t.runs}
-    SET status = 'completed', owner_token = NULL, locked_until = NULL, parked_reason = NULL, parked_at = NULL,
-        outcome = ${response.outcome}, response_status = ${response.status}, response_body = ${response.body}::json,
-        expires_at = clock_timestamp() + retention_ms * interval '1 millisecond', completed_at = clock_timestamp(),
-        updated_at = clock_timestamp()
-    WHERE tenant_id = ${tenantId} AND key = ${key} AND status IN ('in_flight', 'parked', 'suspended')
-    RETURNING ${RECORD_COLUMNS}
+    WITH canceled AS (
+      UPDATE ${t.runs}
+      SET status = 'completed', owner_token = NULL, locked_until = NULL, parked_reason = NULL, parked_at = NULL,
+          outcome = ${response.outcome}, response_status = ${response.status}, response_body = ${response.body}::json,
+          expires_at = clock_timestamp() + retention_ms * interval '1 millisecond', completed_at = clock_timestamp(),
+          updated_at = clock_timestamp()
+      WHERE tenant_id = ${tenantId} AND key = ${key} AND status IN ('in_flight', 'parked', 'suspended')
+      RETURNING ${RECORD_COLUMNS}, durable
+    ), ${announceCompletion("canceled")}
+    SELECT * FROM canceled WHERE (SELECT count(*) FROM announced) >= 0
   `.execute(db);
   return rows[0] ?? null;
 }
@@ -200,6 +204,8 @@ export async function deleteRun(
       RETURNING ${RECORD_COLUMNS}
     ), forgotten AS (
       DELETE FROM ${t.history} WHERE tenant_id = ${tenantId} AND key = ${key} AND EXISTS (SELECT 1 FROM gone)
+    ), forgotten_signals AS (
+      DELETE FROM ${t.signals} WHERE tenant_id = ${tenantId} AND key = ${key} AND EXISTS (SELECT 1 FROM gone)
     )
     SELECT * FROM gone
   `.execute(db);

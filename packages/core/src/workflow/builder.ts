@@ -4,7 +4,15 @@ import type { JsonValue } from "../json/json-value.js";
 import { hasLoneSurrogate } from "../json/json-value.js";
 import { intOption, MAX_TIMER_MS } from "../runtime/option-checks.js";
 import type { PhaseContext, ResponseSpec, RunInfo, StepContext } from "./context.js";
-import type { Definition, Item, StepOptions, Workflow, WorkflowOptions } from "./definition.js";
+import type {
+  Definition,
+  Item,
+  SleepDuration,
+  StepOptions,
+  WaitForOptions,
+  Workflow,
+  WorkflowOptions,
+} from "./definition.js";
 import { outlineHash } from "./definition.js";
 import { checkVersion, olderVersions } from "./versions.js";
 
@@ -24,6 +32,8 @@ type Merge<S, O> = O extends object ? Simplify<Omit<S, keyof O> & O> : S;
 export type StateUpdate = object | undefined | void;
 
 const NAME_MAX = 100;
+/** Longest sleep or wait: 100 years in ms (the DB clock arithmetic stays far from overflow). */
+const MAX_SLEEP_MS = 100 * 365 * 24 * 60 * 60 * 1000;
 
 function checkName(what: string, name: unknown): asserts name is string {
   if (
@@ -53,6 +63,7 @@ export class WorkflowBuilder<DB, In, I, S> {
   readonly #items: readonly Item[];
   readonly #options: Readonly<WorkflowOptions>;
   readonly #versioning: Versioning;
+  readonly #accepted: Definition["accepted"];
 
   /** @internal use {@link workflow} */
   constructor(
@@ -61,12 +72,14 @@ export class WorkflowBuilder<DB, In, I, S> {
     items: readonly Item[],
     options: Readonly<WorkflowOptions>,
     versioning: Versioning = UNVERSIONED,
+    accepted: Definition["accepted"] = undefined,
   ) {
     this.#name = name;
     this.#schema = schema;
     this.#items = items;
     this.#options = options;
     this.#versioning = versioning;
+    this.#accepted = accepted;
     Object.freeze(this);
   }
 
@@ -112,7 +125,14 @@ export class WorkflowBuilder<DB, In, I, S> {
   }
 
   #with(versioning: Versioning): WorkflowBuilder<DB, In, I, S> {
-    return new WorkflowBuilder(this.#name, this.#schema, this.#items, this.#options, Object.freeze(versioning));
+    return new WorkflowBuilder(
+      this.#name,
+      this.#schema,
+      this.#items,
+      this.#options,
+      Object.freeze(versioning),
+      this.#accepted,
+    );
   }
 
   /**
@@ -130,7 +150,7 @@ export class WorkflowBuilder<DB, In, I, S> {
         } without safeParseAsync`,
       );
     }
-    return new WorkflowBuilder(this.#name, schema, this.#items, this.#options, this.#versioning);
+    return new WorkflowBuilder(this.#name, schema, this.#items, this.#options, this.#versioning, this.#accepted);
   }
 
   /**
@@ -144,7 +164,9 @@ export class WorkflowBuilder<DB, In, I, S> {
     name: string,
     fn: (ctx: PhaseContext<DB, I, S>) => Promise<O> | O,
   ): WorkflowBuilder<DB, In, I, Merge<S, O>> {
-    return this.#add(Object.freeze({ kind: "phase", name, run: fn as Item["run"] }) as Item);
+    return this.#add(
+      Object.freeze({ kind: "phase", name, run: fn as Extract<Item, { kind: "phase" }>["run"] }) as Item,
+    );
   }
 
   /**
@@ -173,6 +195,72 @@ export class WorkflowBuilder<DB, In, I, S> {
   }
 
   /**
+   * A durable sleep: commits the wake-up time (database clock, `ms` from
+   * now) with the item as the recovery point and suspends the run. No
+   * process, connection or timer holds it meanwhile; once the time has
+   * passed, a worker (`engine.startWorker`) or a `runOnce` with the same
+   * key resumes it after this item, also after every process restarted.
+   * A sleep of seven days costs one row. Resuming is not a new attempt.
+   *
+   * @param ms 0 to 3 153 600 000 000 (100 years), or a function of `{ input, state, key, tenantId, attempt }` returning it.
+   * @throws WorkflowDefinitionError when `name` is already used in this workflow.
+   * @throws InvalidOptionError when a fixed `ms` is out of range (a computed one that is out of range parks the run).
+   */
+  sleep(name: string, ms: SleepDuration<I, S>): WorkflowBuilder<DB, In, I, S> {
+    if (typeof ms !== "function") intOption(`workflow '${this.#name}', sleep '${name}'`, "ms", ms, 0, MAX_SLEEP_MS);
+    return this.#add(Object.freeze({ kind: "sleep", name, duration: ms }) as Item);
+  }
+
+  /**
+   * Wait for a signal: the run suspends until `engine.signal(tenantId, key,
+   * name, payload)` delivers a JSON payload, which is merged into state as
+   * `{ [name]: payload }`. A signal sent before the run reaches the item is
+   * kept and consumed on arrival; the same signal delivered twice counts
+   * once. On timeout, `onTimeout` decides (see {@link WaitForOptions}).
+   * Resuming is not a new attempt.
+   *
+   * @throws WorkflowDefinitionError when `name` is already used in this workflow.
+   * @throws InvalidOptionError when `timeoutMs` is out of range or `onTimeout` is not a function.
+   */
+  waitFor<N extends string, P = JsonValue, T = never>(
+    name: N,
+    options: WaitForOptions<I, S, P, T> = {},
+  ): WorkflowBuilder<DB, In, I, Merge<S, { [K in N]: P | T }>> {
+    const where = `workflow '${this.#name}', waitFor '${name}'`;
+    intOption(where, "timeoutMs", options.timeoutMs, 0, MAX_SLEEP_MS);
+    if (options.onTimeout !== undefined && typeof options.onTimeout !== "function") {
+      throw new InvalidOptionError("onTimeout", `${where}: onTimeout must be a function`);
+    }
+    if (
+      options.schema !== undefined &&
+      typeof (options.schema as { safeParseAsync?: unknown } | null)?.safeParseAsync !== "function"
+    ) {
+      throw new WorkflowDefinitionError(`${where}: schema must be a zod schema`);
+    }
+    return this.#add(Object.freeze({ kind: "wait", name, options: Object.freeze({ ...options }) }) as Item);
+  }
+
+  /**
+   * The body `runOnce` answers with when the run suspends (status 202,
+   * `outcome: 'suspended'`); without it the body is `null`. `fn` gets
+   * `{ input, state, key, tenantId, attempt }` with the state committed at
+   * the suspension; its result must be a JSON value.
+   */
+  accepted(fn: (info: RunInfo<I, Partial<S>>) => unknown): WorkflowBuilder<DB, In, I, S> {
+    if (typeof fn !== "function") {
+      throw new WorkflowDefinitionError(`workflow '${this.#name}': .accepted() needs a function`);
+    }
+    return new WorkflowBuilder(
+      this.#name,
+      this.#schema,
+      this.#items,
+      this.#options,
+      this.#versioning,
+      fn as Definition["accepted"],
+    );
+  }
+
+  /**
    * Finish the definition: `fn` builds the final response from the state; it
    * is stored in the transaction that marks the run completed and replayed
    * verbatim to every retry.
@@ -189,6 +277,7 @@ export class WorkflowBuilder<DB, In, I, S> {
       items: this.#items,
       respond: fn as Definition["respond"],
       options: this.#options,
+      accepted: this.#accepted,
       outline: Object.freeze(outline),
       hash: outlineHash(outline),
       version,
@@ -199,7 +288,7 @@ export class WorkflowBuilder<DB, In, I, S> {
 
   #add(item: Item): WorkflowBuilder<DB, In, I, never> {
     checkName(item.kind, item.name);
-    if (typeof item.run !== "function") {
+    if ((item.kind === "phase" || item.kind === "step") && typeof item.run !== "function") {
       throw new WorkflowDefinitionError(`workflow '${this.#name}': ${item.kind} '${item.name}' needs a function`);
     }
     const clash = this.#items.find((i) => i.name === item.name);
@@ -214,6 +303,7 @@ export class WorkflowBuilder<DB, In, I, S> {
       Object.freeze([...this.#items, item]),
       this.#options,
       this.#versioning,
+      this.#accepted,
     );
   }
 }

@@ -89,3 +89,9 @@ export interface ReconcileContext<I, S> extends RunInfo<I, S> {
   /** Aborted when the lease is lost. */
   readonly signal: AbortSignal;
 }
+
+/**
+ * The argument of a `.waitFor` item's `onTimeout`: what a phase sees,
+ * without `tx` and `outbox` (no transaction is open).
+ */
+export interface TimeoutContext<I, S> extends RunInfo<I, S>, RunControl {}

@@ -1,6 +1,6 @@
 import { createHash } from "node:crypto";
 import type { z } from "zod";
-import type { PhaseContext, ReconcileContext, ResponseSpec, RunInfo, StepContext } from "./context.js";
+import type { PhaseContext, ReconcileContext, ResponseSpec, RunInfo, StepContext, TimeoutContext } from "./context.js";
 
 /** How a workflow treats an error that is neither `fail` nor `reject`. */
 export type UnknownErrorPolicy = "retry" | "store";
@@ -77,7 +77,35 @@ export interface StepOptions<I, S, O> {
   reconcile?: (ctx: ReconcileContext<I, S>) => Promise<O | undefined> | O | undefined;
 }
 
-/** @internal One phase or step of a definition. */
+/** How long a `.sleep` item suspends the run, in ms: a number, or computed from the run. */
+export type SleepDuration<I, S> = number | ((info: RunInfo<I, S>) => number | Promise<number>);
+
+/** Settings of a `.waitFor` item. `P` is the payload's type, `T` what `onTimeout` returns. */
+export interface WaitForOptions<I, S, P, T> {
+  /**
+   * How long to wait for the signal, in ms, from the moment the run first
+   * reaches the item, on the database clock (Default: no timeout). The
+   * deadline is committed with the suspension, so it holds across restarts.
+   */
+  timeoutMs?: number;
+  /**
+   * Called when the timeout passes without the signal: may call `ctx.fail`
+   * (the run completes with that response), or return a value that is
+   * merged into state under the item's name as if it were the payload.
+   * Without it, a timed-out wait completes the run with a stored 408 whose
+   * problem code is `wait_timeout`.
+   */
+  onTimeout?: (ctx: TimeoutContext<I, S>) => T | Promise<T>;
+  /**
+   * A zod schema the payload must pass. `engine.signal` checks it when its
+   * engine knows the workflow (see `EngineOptions.workflows`), raising
+   * `InputValidationError`; the run always parses the payload with it before
+   * merging, so state holds the schema's output.
+   */
+  schema?: z.ZodType<P>;
+}
+
+/** @internal One item of a definition: a phase, a step, a sleep or a wait for a signal. */
 export type Item =
   | {
       readonly kind: "phase";
@@ -89,6 +117,16 @@ export type Item =
       readonly name: string;
       readonly run: (ctx: StepContext<unknown, unknown>) => unknown;
       readonly options: StepOptions<unknown, unknown, unknown>;
+    }
+  | {
+      readonly kind: "sleep";
+      readonly name: string;
+      readonly duration: SleepDuration<unknown, unknown>;
+    }
+  | {
+      readonly kind: "wait";
+      readonly name: string;
+      readonly options: WaitForOptions<unknown, unknown, unknown, unknown>;
     };
 
 /** @internal The data behind a finished workflow definition. */
@@ -98,6 +136,8 @@ export interface Definition {
   readonly items: readonly Item[];
   readonly respond: (ctx: RunInfo<unknown, unknown>) => ResponseSpec<unknown> | Promise<ResponseSpec<unknown>>;
   readonly options: Readonly<WorkflowOptions>;
+  /** The body `runOnce` answers with (status 202) when a run suspends; absent = `null`. */
+  readonly accepted: ((info: RunInfo<unknown, unknown>) => unknown) | undefined;
   /** `kind:name` of each item, in order: what a run records to detect changed code. */
   readonly outline: readonly string[];
   /** SHA-256 (hex) of the outline. */

@@ -1,0 +1,160 @@
+/**
+ * The worker's loop over due suspended runs: fill free slots with due runs,
+ * fairly across tenants and within per-workflow limits, and sleep until a
+ * NOTIFY, a freed slot, the next known wake-up time or the poll interval.
+ * Taking and executing a run is the engine's; this file only schedules.
+ */
+import type { DueRun } from "../store/due-runs.js";
+import { DUE_CHANNEL } from "../store/notify-channels.js";
+import type { NotificationSource } from "./notifications.js";
+import { subscribe } from "./notifications.js";
+
+export interface DueLoopOptions {
+  readonly workflows: readonly string[];
+  readonly concurrency: number;
+  /** Per-workflow limit of runs executing at once in this loop. */
+  readonly limits: ReadonlyMap<string, number>;
+  readonly pollMs: number;
+  readonly listen: NotificationSource | undefined;
+}
+
+export interface DueLoopOps {
+  /** Candidates, each tenant's oldest first (see `selectDueRuns`). */
+  select(workflows: readonly string[], limit: number): Promise<DueRun[]>;
+  /** Ms until the next wake-up time among these workflows, or null. */
+  nextWakeInMs(workflows: readonly string[]): Promise<number | null>;
+  /** Take the run and execute it; resolves when it is done (or was taken by another). */
+  execute(run: DueRun): Promise<void>;
+  onError(error: unknown): void;
+}
+
+/** Candidates read per free slot: enough that every tenant's oldest run is among them in most rounds. */
+const CANDIDATES_PER_SLOT = 8;
+/** Tenants remembered for fairness; past it the memory starts afresh. */
+const MEMORY = 10_000;
+
+export function startDueLoop(options: DueLoopOptions, ops: DueLoopOps): { stop(): Promise<void> } {
+  const stopping = new AbortController();
+  const running = new Map<string, number>();
+  const claiming = new Set<string>();
+  const inFlight = new Set<Promise<void>>();
+  /** When this loop last started a run of each tenant (a counter, not a clock). */
+  const served = new Map<string, number>();
+  let serial = 0;
+  let woken = false;
+  let wakeUp: (() => void) | undefined;
+
+  const wake = () => {
+    woken = true;
+    wakeUp?.();
+  };
+  const sleepUntilWoken = (ms: number) =>
+    new Promise<void>((resolve) => {
+      if (woken || stopping.signal.aborted) return resolve();
+      const timer = setTimeout(done, ms);
+      function done() {
+        clearTimeout(timer);
+        wakeUp = undefined;
+        resolve();
+      }
+      wakeUp = done;
+    });
+
+  const limitOf = (workflow: string) => options.limits.get(workflow) ?? Number.POSITIVE_INFINITY;
+  const idOf = (r: DueRun) => JSON.stringify([r.tenantId, r.key]);
+
+  /**
+   * The runs to start now: by turn (each tenant's oldest first), and within
+   * a turn the tenants this loop served longest ago first, so a tenant's
+   * backlog cannot keep another tenant's single run waiting.
+   */
+  function pick(candidates: DueRun[], free: number): DueRun[] {
+    const order = candidates
+      .filter((r) => !claiming.has(idOf(r)))
+      .map((r, i) => ({ r, i, last: served.get(r.tenantId) ?? -1 }))
+      .sort((a, b) => a.r.turn - b.r.turn || a.last - b.last || a.i - b.i);
+    const chosen: DueRun[] = [];
+    const counts = new Map<string, number>();
+    for (const { r } of order) {
+      if (chosen.length >= free) break;
+      const n = (running.get(r.workflow) ?? 0) + (counts.get(r.workflow) ?? 0);
+      if (n >= limitOf(r.workflow)) continue;
+      counts.set(r.workflow, (counts.get(r.workflow) ?? 0) + 1);
+      chosen.push(r);
+    }
+    return chosen;
+  }
+
+  function occupy(r: DueRun): void {
+    const id = idOf(r);
+    claiming.add(id);
+    running.set(r.workflow, (running.get(r.workflow) ?? 0) + 1);
+    if (served.size >= MEMORY) served.clear();
+    served.set(r.tenantId, serial++);
+    const slot: Promise<void> = ops
+      .execute(r)
+      .catch(ops.onError)
+      .finally(() => {
+        claiming.delete(id);
+        running.set(r.workflow, (running.get(r.workflow) ?? 1) - 1);
+        inFlight.delete(slot);
+        wake();
+      });
+    inFlight.add(slot);
+  }
+
+  async function loop(): Promise<void> {
+    while (!stopping.signal.aborted) {
+      woken = false;
+      const free = options.concurrency - inFlight.size;
+      let started = 0;
+      let pause = options.pollMs;
+      if (free > 0) {
+        try {
+          const open = options.workflows.filter((w) => (running.get(w) ?? 0) < limitOf(w));
+          if (open.length > 0) {
+            const candidates = await ops.select(open, Math.min(1_000, free * CANDIDATES_PER_SLOT));
+            for (const r of pick(candidates, free)) {
+              occupy(r);
+              started++;
+            }
+            if (started === 0) {
+              const next = await ops.nextWakeInMs(open);
+              if (next !== null) pause = Math.min(pause, Math.max(1, next));
+            }
+          }
+        } catch (error) {
+          ops.onError(error);
+        }
+      }
+      if (started === 0 || inFlight.size >= options.concurrency) await sleepUntilWoken(pause);
+    }
+    await Promise.all(inFlight);
+  }
+
+  const unsubscribe = options.listen
+    ? subscribe(
+        options.listen,
+        DUE_CHANNEL,
+        wake,
+        (error) => {
+          ops.onError(error);
+          wake();
+        },
+        "worker",
+      )
+    : Promise.resolve(async () => {});
+  const done = unsubscribe.then(loop, (error: unknown) => {
+    ops.onError(error);
+    return loop();
+  });
+
+  return {
+    async stop() {
+      stopping.abort();
+      wakeUp?.();
+      await done;
+      await (await unsubscribe.catch(() => async () => {}))().catch(ops.onError);
+    },
+  };
+}

@@ -1,0 +1,114 @@
+/**
+ * `engine.signal`: keep a signal for a run's `.waitFor` item and wake the run
+ * when it is suspended on it. Two statements in one transaction: lock the
+ * run's row, then read, store and wake; see `checkSignalOrSuspend` for the
+ * race this order closes.
+ */
+import { sql } from "kysely";
+import { DUE_CHANNEL } from "./notify-channels.js";
+import type { Executor, RunStatus, Tables } from "./run-store.js";
+
+/** The run a signal is for, as its row lock found it. */
+export interface SignalTarget {
+  readonly runId: string;
+  readonly workflow: string;
+  readonly status: RunStatus;
+  /** `kind:name` outline of the definition the run started under. */
+  readonly outline: readonly string[];
+  /** A completed record past retention: it counts as absent. */
+  readonly expired: boolean;
+}
+
+/**
+ * Lock the run's row for the signal's transaction and read what the signal
+ * is checked against. Null when the key has no record.
+ */
+export async function lockRunForSignal(
+  tx: Executor,
+  t: Tables,
+  tenantId: string,
+  key: string,
+): Promise<SignalTarget | null> {
+  const { rows } = await sql<{
+    run_id: string;
+    workflow: string;
+    status: RunStatus;
+    definition: string;
+    expired: boolean;
+  }>`/* idempo:signal_lock */
+    SELECT run_id, workflow, status, definition::text AS definition,
+           (status = 'completed' AND expires_at <= clock_timestamp()) AS expired
+    FROM ${t.runs}
+    WHERE tenant_id = ${tenantId} AND key = ${key}
+    FOR UPDATE
+  `.execute(tx);
+  const row = rows[0];
+  if (!row) return null;
+  return {
+    runId: row.run_id,
+    workflow: row.workflow,
+    status: row.status,
+    outline: JSON.parse(row.definition) as string[],
+    expired: row.expired === true,
+  };
+}
+
+export interface SignalDelivery {
+  readonly tenantId: string;
+  readonly key: string;
+  readonly runId: string;
+  readonly name: string;
+  /** JSON text. */
+  readonly payload: string;
+  /** SHA-256 hex of the name and canonical payload. */
+  readonly fingerprint: string;
+  /** False for a completed run: only an identical earlier signal is accepted, nothing new is stored. */
+  readonly mayStore: boolean;
+}
+
+/** What the delivery found and did. */
+export interface SignalStored {
+  /** The fingerprint of the signal already delivered under this name, or null. */
+  readonly existing: string | null;
+  readonly stored: boolean;
+  /** The run was suspended on this wait and is now due. */
+  readonly woke: boolean;
+}
+
+/**
+ * After {@link lockRunForSignal} in the same transaction: keep the signal
+ * unless one is already there under its name, and make the run due when it
+ * is suspended on that wait (its wake-up time becomes now, unless already
+ * earlier); workers are notified on commit. A second delivery of any
+ * signal under the name stores nothing; the caller compares fingerprints.
+ *
+ * Race closed: the same webhook delivered twice at once. Both lock the run's
+ * row first, so the second one reads the first one's signal.
+ */
+export async function deliverSignal(tx: Executor, t: Tables, d: SignalDelivery): Promise<SignalStored> {
+  const { rows } = await sql<{ existing: string | null; stored: number; woke: number }>`/* idempo:signal */
+    WITH existing AS (
+      SELECT fingerprint FROM ${t.signals}
+      WHERE tenant_id = ${d.tenantId} AND key = ${d.key} AND run_id = ${d.runId} AND name = ${d.name}
+    ), stored AS (
+      INSERT INTO ${t.signals} (tenant_id, key, run_id, name, payload, fingerprint)
+      SELECT ${d.tenantId}, ${d.key}, ${d.runId}, ${d.name}, ${d.payload}::json, ${d.fingerprint}
+      WHERE ${d.mayStore}::boolean AND NOT EXISTS (SELECT 1 FROM existing)
+      ON CONFLICT DO NOTHING
+      RETURNING 1
+    ), woke AS (
+      UPDATE ${t.runs}
+      SET wake_at = LEAST(coalesce(wake_at, clock_timestamp()), clock_timestamp()), updated_at = clock_timestamp()
+      WHERE tenant_id = ${d.tenantId} AND key = ${d.key} AND run_id = ${d.runId}
+        AND status = 'suspended' AND wait_kind = 'signal' AND wait_name = ${d.name}
+        AND EXISTS (SELECT 1 FROM stored)
+      RETURNING workflow
+    ), notified AS (
+      SELECT pg_notify(${DUE_CHANNEL}, workflow) FROM woke
+    )
+    SELECT (SELECT fingerprint FROM existing) AS existing, (SELECT count(*) FROM stored)::int AS stored,
+           (SELECT count(*) FROM notified)::int AS woke
+  `.execute(tx);
+  const row = rows[0];
+  return { existing: row?.existing ?? null, stored: (row?.stored ?? 0) === 1, woke: (row?.woke ?? 0) === 1 };
+}

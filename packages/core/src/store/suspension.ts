@@ -1,0 +1,203 @@
+/**
+ * The writes of a run that stops to wait: a sleep commits its wake-up time,
+ * a wait for a signal either reads the signal or commits the suspension.
+ * Both end the attempt's ownership (no owner, no lease), fenced on the owner
+ * token like every write of a run.
+ */
+import { sql } from "kysely";
+import { newId } from "../ids.js";
+import { DUE_CHANNEL } from "./notify-channels.js";
+import type { Advance } from "./progress.js";
+import { announceCompletion, leaseOrCompletion } from "./progress.js";
+import type { Executor, Ownership, Tables } from "./run-store.js";
+import { leaseInterval } from "./run-store.js";
+
+export interface SleepCommit {
+  readonly name: string;
+  readonly attempt: number;
+  readonly ms: number;
+}
+
+/**
+ * Suspend the run at a `.sleep` item: the item becomes the recovery point,
+ * the wake-up time is `ms` after now on the database clock, and owner and
+ * lease are dropped, so no process holds the run. Workers are notified to
+ * look at the next wake-up time again.
+ *
+ * Race closed: a zombie suspending a run its successor owns. Fenced on the
+ * owner token: it matches nothing and learns it lost the lease.
+ *
+ * @returns the wake-up time, or null when the attempt no longer owns the key.
+ */
+export async function suspendForSleep(db: Executor, t: Tables, own: Ownership, s: SleepCommit): Promise<Date | null> {
+  const { rows } = await sql<{ wake_at: Date }>`/* idempo:sleep */
+    WITH slept AS (
+      UPDATE ${t.runs}
+      SET status = 'suspended', owner_token = NULL, locked_until = NULL, recovery_point = ${s.name},
+          wake_at = clock_timestamp() + ${leaseInterval(s.ms)}, wait_kind = 'sleep', wait_name = ${s.name},
+          durable = true, updated_at = clock_timestamp()
+      WHERE tenant_id = ${own.tenantId} AND key = ${own.key}
+        AND owner_token = ${own.ownerToken} AND status = 'in_flight'
+      RETURNING workflow, wake_at
+    ), logged AS (
+      INSERT INTO ${t.history} (tenant_id, key, run_id, entry_id, kind, name, attempt, outcome, started_at)
+      SELECT ${own.tenantId}, ${own.key}, ${own.runId}, ${newId()}, 'sleep', ${s.name}, ${s.attempt}, 'started',
+             clock_timestamp()
+      FROM slept
+    ), notified AS (
+      SELECT pg_notify(${DUE_CHANNEL}, workflow) FROM slept
+    )
+    SELECT wake_at, (SELECT count(*) FROM notified) AS notified FROM slept
+  `.execute(db);
+  return rows[0]?.wake_at ?? null;
+}
+
+/**
+ * Lock the run's row for the rest of the transaction, as its owner. The
+ * first statement of a wait: `deliverSignal` locks the same row first, so
+ * the two serialise and the wait's next statement (a new snapshot in READ
+ * COMMITTED) sees every signal committed before it got the lock.
+ *
+ * @returns false when the attempt no longer owns the key.
+ */
+export async function lockOwnRun(tx: Executor, t: Tables, own: Ownership): Promise<boolean> {
+  const { rows } = await sql`/* idempo:wait_lock */
+    SELECT 1 FROM ${t.runs}
+    WHERE tenant_id = ${own.tenantId} AND key = ${own.key} AND owner_token = ${own.ownerToken} AND status = 'in_flight'
+    FOR UPDATE
+  `.execute(tx);
+  return rows.length === 1;
+}
+
+export interface WaitCheck {
+  readonly name: string;
+  readonly attempt: number;
+  /** The wait's timeout in ms; null = none. */
+  readonly timeoutMs: number | null;
+}
+
+/** What a wait found: the signal's payload, its own timeout passed, or that it suspended. */
+export type WaitFinding =
+  | { readonly kind: "signal"; readonly payload: string }
+  | { readonly kind: "timed_out" }
+  | { readonly kind: "suspended"; readonly wakeAt: Date | null }
+  | { readonly kind: "lost" };
+
+interface WaitRow {
+  payload: string | null;
+  timed_out: boolean | null;
+  suspended: boolean;
+  wake_at: Date | null;
+}
+
+/**
+ * At a `.waitFor` item, after {@link lockOwnRun} in the same transaction:
+ * read the signal, or find the wait's deadline passed, or else suspend the
+ * run on it. The deadline is set when the run first suspends on the item and
+ * kept when it suspends there again (after a takeover), so restarts never
+ * extend it. A timed-out wait's history entry is closed here.
+ *
+ * Race closed: the lost wake-up. A signal committed while the run is
+ * between "checked for the signal" and "committed suspended" would find
+ * the run in flight and not wake it, and the run would then sleep on a
+ * signal that already came. Both this transaction and the signal's lock
+ * the run's row before they read or write the signal, so one of them goes
+ * second and sees the other: a signal first is read here; a suspension
+ * first is seen by the signal, which makes the run due.
+ */
+export async function checkSignalOrSuspend(
+  tx: Executor,
+  t: Tables,
+  own: Ownership,
+  w: WaitCheck,
+): Promise<WaitFinding> {
+  const timeout =
+    w.timeoutMs === null ? sql`NULL::timestamptz` : sql`clock_timestamp() + ${leaseInterval(w.timeoutMs)}`;
+  const { rows } = await sql<WaitRow>`/* idempo:wait */
+    WITH sig AS (
+      SELECT payload::text AS payload FROM ${t.signals}
+      WHERE tenant_id = ${own.tenantId} AND key = ${own.key} AND run_id = ${own.runId} AND name = ${w.name}
+    ), run AS (
+      SELECT (wait_kind = 'signal' AND wait_name = ${w.name}) AS same_wait, wake_at FROM ${t.runs}
+      WHERE tenant_id = ${own.tenantId} AND key = ${own.key} AND owner_token = ${own.ownerToken}
+        AND status = 'in_flight'
+    ), verdict AS (
+      SELECT NOT EXISTS (SELECT 1 FROM sig)
+               AND coalesce(run.same_wait AND run.wake_at <= clock_timestamp(), false) AS timed_out
+      FROM run
+    ), suspended AS (
+      UPDATE ${t.runs}
+      SET status = 'suspended', owner_token = NULL, locked_until = NULL, durable = true,
+          wake_at = CASE WHEN wait_kind = 'signal' AND wait_name = ${w.name} THEN wake_at ELSE ${timeout} END,
+          wait_kind = 'signal', wait_name = ${w.name}, updated_at = clock_timestamp()
+      WHERE tenant_id = ${own.tenantId} AND key = ${own.key}
+        AND owner_token = ${own.ownerToken} AND status = 'in_flight'
+        AND NOT EXISTS (SELECT 1 FROM sig) AND NOT (SELECT timed_out FROM verdict)
+      RETURNING wake_at
+    ), logged AS (
+      INSERT INTO ${t.history} (tenant_id, key, run_id, entry_id, kind, name, attempt, outcome, started_at)
+      SELECT ${own.tenantId}, ${own.key}, ${own.runId}, ${newId()}, 'wait', ${w.name}, ${w.attempt}, 'started',
+             clock_timestamp()
+      FROM suspended
+      WHERE NOT EXISTS (
+        SELECT 1 FROM ${t.history}
+        WHERE tenant_id = ${own.tenantId} AND key = ${own.key} AND run_id = ${own.runId}
+          AND kind = 'wait' AND name = ${w.name} AND outcome = 'started'
+      )
+    ), expired AS (
+      UPDATE ${t.history} SET outcome = 'failed', error = 'wait_timeout: no signal before the timeout',
+             finished_at = clock_timestamp()
+      WHERE tenant_id = ${own.tenantId} AND key = ${own.key} AND run_id = ${own.runId}
+        AND kind = 'wait' AND name = ${w.name} AND outcome = 'started' AND (SELECT timed_out FROM verdict)
+    )
+    SELECT (SELECT payload FROM sig) AS payload, (SELECT timed_out FROM verdict) AS timed_out,
+           EXISTS (SELECT 1 FROM suspended) AS suspended, (SELECT wake_at FROM suspended) AS wake_at
+  `.execute(tx);
+  const row = rows[0];
+  if (!row || row.timed_out === null) return { kind: "lost" };
+  if (row.suspended) return { kind: "suspended", wakeAt: row.wake_at };
+  if (row.payload !== null) return { kind: "signal", payload: row.payload };
+  if (row.timed_out) return { kind: "timed_out" };
+  return { kind: "lost" };
+}
+
+/**
+ * Move past a `.waitFor` item: the item becomes the recovery point, state
+ * holds the payload (or `onTimeout`'s value) under its name, the lease is
+ * extended, or the run completes when it was the last item. The item's
+ * history entry is closed (or written, when the signal was there before the
+ * run arrived). Fenced like every write.
+ *
+ * @returns false when the attempt no longer owns the key.
+ */
+export async function advancePastWait(tx: Executor, t: Tables, own: Ownership, adv: Advance): Promise<boolean> {
+  const { rows } = await sql<{ n: number }>`/* idempo:wait_result */
+    WITH advanced AS (
+      UPDATE ${t.runs}
+      SET recovery_point = ${adv.name}, state = ${adv.state}::json, updated_at = clock_timestamp(),
+          wait_kind = NULL, wait_name = NULL, wake_at = NULL,
+          ${leaseOrCompletion(adv)}
+      WHERE tenant_id = ${own.tenantId} AND key = ${own.key}
+        AND owner_token = ${own.ownerToken} AND status = 'in_flight'
+      RETURNING tenant_id, key, status, durable
+    ), closed AS (
+      UPDATE ${t.history} SET outcome = 'succeeded', finished_at = clock_timestamp()
+      WHERE tenant_id = ${own.tenantId} AND key = ${own.key} AND run_id = ${own.runId}
+        AND kind = 'wait' AND name = ${adv.name} AND outcome = 'started' AND EXISTS (SELECT 1 FROM advanced)
+      RETURNING 1
+    ), logged AS (
+      INSERT INTO ${t.history} (tenant_id, key, run_id, entry_id, kind, name, attempt, outcome, started_at, finished_at)
+      SELECT ${own.tenantId}, ${own.key}, ${own.runId}, ${newId()}, 'wait', ${adv.name}, ${adv.attempt},
+             'succeeded', clock_timestamp(), clock_timestamp()
+      FROM advanced
+      WHERE NOT EXISTS (SELECT 1 FROM closed)
+        AND NOT EXISTS (
+          SELECT 1 FROM ${t.history}
+          WHERE tenant_id = ${own.tenantId} AND key = ${own.key} AND run_id = ${own.runId}
+            AND kind = 'wait' AND name = ${adv.name}
+        )
+    ), ${announceCompletion("advanced")}
+    SELECT (SELECT count(*) FROM advanced)::int AS n, (SELECT count(*) FROM announced) AS announced
+  `.execute(tx);
+  return (rows[0]?.n ?? 0) === 1;
+}

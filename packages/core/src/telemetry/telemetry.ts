@@ -150,8 +150,9 @@ export class Telemetry {
     const tracer = api.trace.getTracer("idempo", version);
     const span = tracer.startSpan(name, { kind: spanKind(api, kind), attributes });
     // A span an SDK sampled out still carries its trace (valid ids), which the
-    // children must inherit: only the no-op tracer's span is skipped.
-    if (!span.isRecording() && !api.trace.isSpanContextValid(span.spanContext())) return fn(NO_SPAN);
+    // children must inherit: only a span of no trace (the no-op tracer's) is
+    // skipped. Its all-zero trace id is compared, not matched by a pattern.
+    if (!span.isRecording() && span.spanContext().traceId === api.INVALID_TRACEID) return fn(NO_SPAN);
     // What the tracer's startActiveSpan does, spelt out so the check above comes first.
     return api.context.with(api.trace.setSpan(api.context.active(), span), () => inSpan(api, span, fn));
   }

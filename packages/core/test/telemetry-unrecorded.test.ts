@@ -84,11 +84,11 @@ class NotingTracer implements Tracer {
     return span;
   }
   startActiveSpan<F extends (span: Span) => unknown>(name: string, ...rest: unknown[]): ReturnType<F> {
-    const fn = rest.at(-1) as F;
+    const fn = rest.at(-1) as (span: Span) => ReturnType<F>;
     const options = (rest.length > 1 ? rest[0] : undefined) as SpanOptions | undefined;
     const ctx = context.active();
     const span = this.startSpan(name, options, ctx);
-    return context.with(trace.setSpan(ctx, span), fn, undefined, span) as ReturnType<F>;
+    return context.with(trace.setSpan(ctx, span), fn, undefined, span);
   }
 }
 

@@ -16,6 +16,11 @@
  * registered for the rest of the run, so this part runs last. Each round
  * measures both sides of a comparison back to back, alternating which goes
  * first; the ratio is taken per round and the median reported.
+ *
+ * The no-op is also compared on the client's CPU time alone, in many short
+ * rounds bounded by a count of operations rather than by time: on a shared
+ * machine the wall clock (and so ops/s) moves with other work, while the CPU
+ * time the client spends per operation moves much less.
  */
 import Module from "node:module";
 import type { Engine } from "@idempo/core";
@@ -37,6 +42,8 @@ import type { PgBench } from "./setup.js";
 import { INPUT, newKey, orderOnce, TENANT } from "./workload.js";
 
 const CLIENTS = 16;
+/** Operations per side and round of the count-bounded CPU comparison. */
+const CPU_OPS = 1000;
 
 /** One side ÷ the engine without the API: throughput, and the client's CPU time per operation. */
 interface OtelRatios {
@@ -48,6 +55,9 @@ export interface OtelComparison {
   readonly path: "new-key" | "replay";
   /** The API's no-op ÷ no API. */
   readonly noop: OtelRatios;
+  /** The API's no-op ÷ no API: client CPU per operation, in count-bounded rounds. */
+  readonly noopCpu: Ratio;
+  readonly cpuRounds: number;
   /** The SDK ÷ no API. */
   readonly sdk: OtelRatios;
 }
@@ -121,6 +131,34 @@ async function perRound(rounds: number, a: Operation, b: Operation, durationMs: 
   return { opsPerSec: spread(ops), cpuPerOp: spread(cpu) };
 }
 
+/** Client CPU time (user + system) per operation, µs, over `count` operations at 16 clients. */
+async function cpuPerOp(op: Operation, count: number): Promise<number> {
+  let left = count;
+  const start = process.cpuUsage();
+  await Promise.all(
+    Array.from({ length: CLIENTS }, async (_, worker) => {
+      while (left-- > 0) await op(worker);
+    }),
+  );
+  const used = process.cpuUsage(start);
+  return (used.user + used.system) / count;
+}
+
+/** `a ÷ b` in client CPU per operation, per count-bounded round (alternating which goes first), then the median. */
+async function cpuPerRound(rounds: number, a: Operation, b: Operation): Promise<Ratio> {
+  const per: number[] = [];
+  await cpuPerOp(a, CPU_OPS / 4);
+  await cpuPerOp(b, CPU_OPS / 4);
+  for (let round = 0; round < rounds; round++) {
+    const first = round % 2 === 0 ? a : b;
+    const second = first === a ? b : a;
+    const cpuFirst = await cpuPerOp(first, CPU_OPS);
+    const cpuSecond = await cpuPerOp(second, CPU_OPS);
+    per.push(first === a ? cpuFirst / cpuSecond : cpuSecond / cpuFirst);
+  }
+  return spread(per);
+}
+
 let spansDropped = 0;
 const dropSpans: SpanExporter = {
   export: (spans, done) => {
@@ -150,6 +188,12 @@ export async function runOtelCells(
     "new-key": await perRound(options.rounds, noop["new-key"], absent["new-key"], ms),
     replay: await perRound(options.rounds, noop.replay, absent.replay, ms),
   };
+  // An even count, so each side goes first equally often.
+  const cpuRounds = 4 * options.rounds;
+  const noopCpu = {
+    "new-key": await cpuPerRound(cpuRounds, noop["new-key"], absent["new-key"]),
+    replay: await cpuPerRound(cpuRounds, noop.replay, absent.replay),
+  };
   options.log("otel: the API's no-op against no API measured; registering the SDK");
 
   const tracerProvider = new BasicTracerProvider({ spanProcessors: [new BatchSpanProcessor(dropSpans)] });
@@ -175,7 +219,13 @@ export async function runOtelCells(
     // The SDK side must really have recorded: otherwise it measured a second no-op.
     if (spansDropped === 0) throw new Error("the SDK engine recorded no spans");
     options.log(`otel: the SDK side recorded ${spansDropped} spans`);
-    return (["new-key", "replay"] as const).map((path) => ({ path, noop: noopRatios[path], sdk: sdkRatios[path] }));
+    return (["new-key", "replay"] as const).map((path) => ({
+      path,
+      noop: noopRatios[path],
+      noopCpu: noopCpu[path],
+      cpuRounds,
+      sdk: sdkRatios[path],
+    }));
   } finally {
     await tracerProvider.shutdown();
     await meterProvider.shutdown();
@@ -193,6 +243,7 @@ export function otelTable(comparisons: readonly OtelComparison[]): string {
       "path, 16 clients",
       "API, no SDK ÷ no API: ops/s",
       "client CPU µs/op",
+      `client CPU µs/op, ${comparisons[0]?.cpuRounds ?? 0} rounds × ${CPU_OPS} ops`,
       "SDK, exporters that drop ÷ no API: ops/s",
       "client CPU µs/op",
     ],
@@ -200,6 +251,7 @@ export function otelTable(comparisons: readonly OtelComparison[]): string {
       c.path === "new-key" ? "new key, one phase" : "replay",
       cell(c.noop.opsPerSec),
       cell(c.noop.cpuPerOp),
+      cell(c.noopCpu),
       cell(c.sdk.opsPerSec),
       cell(c.sdk.cpuPerOp),
     ]),

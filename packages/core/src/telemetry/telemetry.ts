@@ -130,6 +130,11 @@ export class Telemetry {
   /**
    * Run `fn` inside a span named `name` (a child of the active span), ended
    * when `fn` settles; a thrown error marks it failed with `error.type`.
+   * When no tracer provider is registered, the API's no-op tracer hands back
+   * a span that records nothing and belongs to no trace: then `fn` runs as it
+   * does without the API (no active context, no scope closures), so an
+   * application that installs the API but no SDK pays only for starting
+   * that span.
    */
   async span<T>(
     name: string,
@@ -143,34 +148,45 @@ export class Telemetry {
     // after the engine was made, and through the API's other module build
     // (ESM beside this CommonJS require), whose proxy this one never sees.
     const tracer = api.trace.getTracer("idempo", version);
-    const spanKind = { internal: api.SpanKind.INTERNAL, server: api.SpanKind.SERVER, producer: api.SpanKind.PRODUCER }[
-      kind
-    ];
-    return tracer.startActiveSpan(name, { kind: spanKind, attributes }, async (span) => {
-      const scope: SpanScope = {
-        set: (a) => void span.setAttributes(a),
-        link(traceparent) {
-          const context = parseTraceparent(traceparent);
-          if (context) span.addLink({ context });
-        },
-        traceparent() {
-          const c = span.spanContext();
-          return (c.traceFlags & api.TraceFlags.SAMPLED) === 0 ? null : `00-${c.traceId}-${c.spanId}-01`;
-        },
-      };
-      try {
-        return await fn(scope);
-      } catch (error) {
-        span.setAttribute("error.type", errorType(error));
-        span.setStatus({
-          code: api.SpanStatusCode.ERROR,
-          message: error instanceof Error ? error.message : String(error),
-        });
-        throw error;
-      } finally {
-        span.end();
-      }
+    const span = tracer.startSpan(name, { kind: spanKind(api, kind), attributes });
+    // A span an SDK sampled out still carries its trace (valid ids), which the
+    // children must inherit: only a span of no trace (the no-op tracer's) is
+    // skipped. Its all-zero trace id is compared, not matched by a pattern.
+    if (!span.isRecording() && span.spanContext().traceId === api.INVALID_TRACEID) return fn(NO_SPAN);
+    // What the tracer's startActiveSpan does, spelt out so the check above comes first.
+    return api.context.with(api.trace.setSpan(api.context.active(), span), () => inSpan(api, span, fn));
+  }
+}
+
+function spanKind(api: typeof Api, kind: "internal" | "server" | "producer"): Api.SpanKind {
+  if (kind === "server") return api.SpanKind.SERVER;
+  return kind === "producer" ? api.SpanKind.PRODUCER : api.SpanKind.INTERNAL;
+}
+
+/** Run `fn` with a scope over `span`, then end it; a thrown error marks it failed. */
+async function inSpan<T>(api: typeof Api, span: Api.Span, fn: (scope: SpanScope) => Promise<T>): Promise<T> {
+  const scope: SpanScope = {
+    set: (a) => void span.setAttributes(a),
+    link(traceparent) {
+      const context = parseTraceparent(traceparent);
+      if (context) span.addLink({ context });
+    },
+    traceparent() {
+      const c = span.spanContext();
+      return (c.traceFlags & api.TraceFlags.SAMPLED) === 0 ? null : `00-${c.traceId}-${c.spanId}-01`;
+    },
+  };
+  try {
+    return await fn(scope);
+  } catch (error) {
+    span.setAttribute("error.type", errorType(error));
+    span.setStatus({
+      code: api.SpanStatusCode.ERROR,
+      message: error instanceof Error ? error.message : String(error),
     });
+    throw error;
+  } finally {
+    span.end();
   }
 }
 

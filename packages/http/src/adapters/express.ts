@@ -21,9 +21,9 @@ import type { IdempotencyOptions, IdempotentOptions } from "../runtime/options.j
 import { wrapSettings } from "../runtime/options.js";
 import { closingIfUnread, internalErrorReply, problemHeadersToDrop } from "../runtime/send.js";
 import { nodeRequestHeaders } from "../runtime/trace-context.js";
-import { markWorkflowRoute, runWorkflowRoute, workflowRoute } from "../runtime/workflow-route.js";
 import type { WebhookOptions } from "../runtime/webhook-route.js";
 import { runWebhookRoute, webhookRoute } from "../runtime/webhook-route.js";
+import { markWorkflowRoute, runWorkflowRoute, workflowRoute } from "../runtime/workflow-route.js";
 import type { Finished, HandlerRun } from "../runtime/wrapped-run.js";
 import { startWrapped } from "../runtime/wrapped-run.js";
 

@@ -8,6 +8,8 @@ import { Readable } from "node:stream";
 import type { Engine, Workflow } from "@idempo/core";
 import type { FastifyPluginAsync, FastifyReply, FastifyRequest, RouteHandlerMethod } from "fastify";
 import { IDEMPOTENCY_KEY_HEADER } from "../header/idempotency-key.js";
+import { RequestBodyTooLargeError } from "../problem/errors.js";
+import { problemReply } from "../problem/problem.js";
 import { bodyFromParsed } from "../request/body.js";
 import { headerLines } from "../request/header-lines.js";
 import type { RouteFacts } from "../request/route.js";
@@ -19,9 +21,9 @@ import type { IdempotencyOptions, IdempotentOptions, WrapSettings } from "../run
 import { wrapSettings } from "../runtime/options.js";
 import { problemHeadersToDrop } from "../runtime/send.js";
 import { nodeRequestHeaders } from "../runtime/trace-context.js";
-import { markWorkflowRoute, runWorkflowRoute, workflowRoute, workflowRouteLimit } from "../runtime/workflow-route.js";
 import type { WebhookOptions } from "../runtime/webhook-route.js";
 import { runWebhookRoute, webhookRoute } from "../runtime/webhook-route.js";
+import { markWorkflowRoute, runWorkflowRoute, workflowRoute, workflowRouteLimit } from "../runtime/workflow-route.js";
 import type { HandlerRun, WrappedStart } from "../runtime/wrapped-run.js";
 import { startWrapped } from "../runtime/wrapped-run.js";
 
@@ -243,6 +245,11 @@ export function webhook(engine: Engine, options: FastifyWebhookOptions): Fastify
     // Encapsulated: the bytes stay raw in this plugin's scope only, for the signature.
     app.removeAllContentTypeParsers();
     app.addContentTypeParser("*", { parseAs: "buffer" }, (_request, body, done) => done(null, body));
+    // The same 413 problem as the other adapters; anything else goes to the app's error handling.
+    app.setErrorHandler((error, _request, reply) => {
+      if ((error as { code?: unknown }).code !== "FST_ERR_CTP_BODY_TOO_LARGE") throw error;
+      return sendReply(reply, problemReply(new RequestBodyTooLargeError(route.maxRequestBytes)));
+    });
     app.post(
       options.url,
       { bodyLimit: route.maxRequestBytes, config: { idempotency: false } },

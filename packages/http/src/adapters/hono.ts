@@ -21,9 +21,9 @@ import type { IdempotencyOptions, IdempotentOptions } from "../runtime/options.j
 import { wrapSettings } from "../runtime/options.js";
 import { closingIfUnread, problemHeadersToDrop } from "../runtime/send.js";
 import type { RequestHeaders } from "../runtime/trace-context.js";
-import { isWorkflowRoute, markWorkflowRoute, runWorkflowRoute, workflowRoute } from "../runtime/workflow-route.js";
 import type { WebhookOptions } from "../runtime/webhook-route.js";
 import { runWebhookRoute, webhookRoute } from "../runtime/webhook-route.js";
+import { isWorkflowRoute, markWorkflowRoute, runWorkflowRoute, workflowRoute } from "../runtime/workflow-route.js";
 import type { HandlerRun } from "../runtime/wrapped-run.js";
 import { startWrapped } from "../runtime/wrapped-run.js";
 
@@ -124,7 +124,7 @@ export function idempotent<In, B, E extends Env = Env>(
             await cacheBody(c, maxBytes);
           },
           input: async () => options.input(c),
-      location: async (run) => options.location?.(c, run),
+          location: async (run) => options.location?.(c, run),
         }),
         incomingOf(c)?.httpVersionMajor,
       ),

@@ -52,7 +52,8 @@ export class InvalidRequestBodyError extends IdempoError {
  */
 export class WebhookVerificationError extends IdempoError {
   constructor(status: 401 | 403 = 401, detail?: string) {
-    if (status !== 401 && status !== 403) throw new TypeError(`WebhookVerificationError takes 401 or 403, not ${status}`);
+    if (status !== 401 && status !== 403)
+      throw new TypeError(`WebhookVerificationError takes 401 or 403, not ${status}`);
     super(
       status === 401 ? "webhook_unverified" : "webhook_forbidden",
       status,

@@ -125,11 +125,7 @@ export async function runWebhookRoute<Req>(route: WebhookRoute<Req>, req: Webhoo
       return jsonReply(200, JSON.stringify({ received: true, ignored: true }), JSON_TYPE);
     }
     const done = await route.engine.signal(target.tenantId, target.key, target.name, target.payload);
-    return jsonReply(
-      200,
-      JSON.stringify({ received: true, duplicate: done.duplicate, woke: done.woke }),
-      JSON_TYPE,
-    );
+    return jsonReply(200, JSON.stringify({ received: true, duplicate: done.duplicate, woke: done.woke }), JSON_TYPE);
   } catch (error) {
     if (isIdempoError(error)) return problemReply(error);
     throw error;

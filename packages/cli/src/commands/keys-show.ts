@@ -5,7 +5,7 @@ import { withDatabase } from "../connection.js";
 import { OperationalError } from "../errors.js";
 import type { Paint } from "../format/colour.js";
 import type { Diagnosis } from "../format/diagnosis.js";
-import { definitionItems, describeRetry, diagnose, iso } from "../format/diagnosis.js";
+import { definitionItems, describeRetry, diagnose, iso, waitingLabel } from "../format/diagnosis.js";
 import { formatDuration } from "../format/duration.js";
 import { leaseLabel, statusLabel } from "../format/key-table.js";
 import { keyDetailJson } from "../format/record-json.js";
@@ -60,6 +60,9 @@ function render(io: Io, record: RunRecord, d: Diagnosis, now: Date, opts: ShowOp
   io.out(field(p, "workflow", `${record.workflow}: ${outline(record, d)}`));
   io.out(field(p, "recovery point", record.recoveryPoint ?? "none yet (nothing committed)"));
   io.out(field(p, "attempts", String(record.attempt)));
+  if (record.status === "suspended") {
+    io.out(field(p, "waiting for", waitingLabel(record, now)));
+  }
   if (record.status === "in_flight") {
     io.out(field(p, "lease", leaseLabel(record)));
     io.out(field(p, "owner token", record.ownerToken ?? "-"));

@@ -30,6 +30,8 @@ function record(over: Partial<RunRecord>): RunRecord {
     parkedReason: null,
     parkedAt: null,
     attemptsSinceUnpark: 1,
+    waitingFor: null,
+    wakeAt: null,
     recoveryPoint: "create_order",
     state: {},
     input: {},
@@ -47,6 +49,38 @@ function record(over: Partial<RunRecord>): RunRecord {
 }
 
 describe("diagnosis: what a retry will really do", () => {
+  it("a suspended run: what it waits for, when it wakes, and that a retry resumes it then", () => {
+    const sleeping = record({
+      status: "suspended",
+      ownerToken: null,
+      leaseRemainingMs: null,
+      waitingFor: { kind: "sleep", name: "grace", until: at(3600) },
+      wakeAt: at(3600),
+    });
+    const d = diagnose(sleeping, now);
+    expect(d.condition).toBe("suspended");
+    expect(d.stoppedAt).toBe(
+      "suspended at recovery point create_order: sleep grace (wakes at 2026-12-01T11:00:00Z (in 1h))",
+    );
+    expect(d.retry).toEqual({ action: "resume", due: false, wakeAt: at(3600), resumeAfter: "create_order" });
+    expect(describeRetry(sleeping, d)).toMatch(/^409 key_in_progress until 2026-12-01T11:00:00Z/);
+
+    const waiting = record({
+      status: "suspended",
+      ownerToken: null,
+      leaseRemainingMs: null,
+      waitingFor: { kind: "signal", name: "confirmed" },
+      wakeAt: null,
+    });
+    expect(diagnose(waiting, now).stoppedAt).toMatch(/signal confirmed \(no timeout\)$/);
+    expect(describeRetry(waiting, diagnose(waiting, now))).toMatch(/until its signal arrives/);
+
+    const enqueued = record({ status: "suspended", recoveryPoint: null, attempt: 0, wakeAt: at(-5) });
+    const e = diagnose(enqueued, now);
+    expect(e.stoppedAt).toMatch(/enqueued, not started yet \(due since/);
+    expect(describeRetry(enqueued, e)).toMatch(/^resume it after the start/);
+  });
+
   it("a stuck run whose last crash left work: take over and resume", () => {
     const r = record({});
     const d = diagnose(r, now);

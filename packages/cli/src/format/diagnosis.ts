@@ -38,15 +38,26 @@ export type RetryAction =
       readonly refusedBefore: number;
     }
   /** Parked: every call gets RunParkedError until an operator unparks, retries from an item, or cancels. */
-  | { readonly action: "parked"; readonly reason: string };
+  | { readonly action: "parked"; readonly reason: string }
+  /**
+   * Suspended: 409 until `wakeAt` (or until a signal, when `wakeAt` is null),
+   * then the retry (or a worker) resumes it after `resumeAfter`; `due`: that time has passed.
+   */
+  | {
+      readonly action: "resume";
+      readonly due: boolean;
+      readonly wakeAt: Date | null;
+      readonly resumeAfter: string | null;
+    };
 
 /** Where a run stands, for people and for `--json`. */
 export interface Diagnosis {
   /**
    * `completed`, `expired` (completed, past retention), `running` (live lease),
-   * `stuck` (lease expired) or `parked` (the engine stopped trying it).
+   * `stuck` (lease expired), `parked` (the engine stopped trying it) or
+   * `suspended` (waiting for a time or a signal, no owner).
    */
-  readonly condition: "completed" | "expired" | "running" | "stuck" | "parked";
+  readonly condition: "completed" | "expired" | "running" | "stuck" | "parked" | "suspended";
   /** The phase or step the run will do next; `null` when completed or nothing is left. */
   readonly next: Item | null;
   /** A step that started and never recorded a result: its call may have reached the other system. */
@@ -104,6 +115,19 @@ export function diagnose(record: RunRecord, now: Date): Diagnosis {
       retry: { action: "parked", reason },
     };
   }
+  if (record.status === "suspended") {
+    const point =
+      record.recoveryPoint === null ? "before the first recovery point" : `at recovery point ${record.recoveryPoint}`;
+    const due = record.wakeAt !== null && record.wakeAt.getTime() <= now.getTime();
+    return {
+      condition: "suspended",
+      next,
+      inDoubt: null,
+      failure: null,
+      stoppedAt: `suspended ${point}: ${waitingLabel(record, now)}`,
+      retry: { action: "resume", due, wakeAt: record.wakeAt, resumeAfter: record.recoveryPoint },
+    };
+  }
   const inDoubt = latest?.kind === "step" && latest.outcome === "started" ? latest : null;
   const failure = latest?.outcome === "failed" && latest.attempt === record.attempt ? latest : null;
   const point =
@@ -156,6 +180,22 @@ function silentTakeovers(record: RunRecord): number {
   return Math.max(0, record.attempt - lastActive);
 }
 
+/**
+ * What a suspended run waits for, e.g. `sleep grace until 2026-12-08T10:00:00.000Z
+ * (in 6d 23h)` or `signal confirmed (no timeout)`; an enqueued run waits for a worker.
+ */
+export function waitingLabel(record: RunRecord, now: Date): string {
+  const w = record.waitingFor;
+  const at = record.wakeAt;
+  const when = !at
+    ? "no timeout"
+    : at.getTime() <= now.getTime()
+      ? `due since ${iso(at)}`
+      : `${w?.kind === "signal" ? "times out" : "wakes"} at ${iso(at)} (in ${formatDuration(at.getTime() - now.getTime())})`;
+  if (!w) return `enqueued, not started yet (${when})`;
+  return `${w.kind} ${w.name} (${when})`;
+}
+
 function oneLine(text: string): string {
   const first = text.split("\n")[0] ?? "";
   return first.length > 120 ? `${first.slice(0, 119)}…` : first;
@@ -193,6 +233,10 @@ export function describeRetry(record: RunRecord, diagnosis: Diagnosis): string {
       return `${takeOver(r.attempt, r.resumeAfter, diagnosis)}`;
     case "parked":
       return `fail with RunParkedError (500 run_parked): ${oneLine(r.reason)}; unpark it or retry-from an item once the cause is fixed, or cancel it`;
+    case "resume":
+      return r.due
+        ? `resume it after ${r.resumeAfter ?? "the start"} (it is due; a worker may get there first)`
+        : `409 key_in_progress ${r.wakeAt ? `until ${iso(r.wakeAt)}` : "until its signal arrives"}; then a retry or a worker resumes it after ${r.resumeAfter ?? "the start"}`;
   }
 }
 

@@ -85,7 +85,8 @@ type RetryJson =
   | { action: "run_again"; since: string | null }
   | { action: "wait"; until: string; retryAfterMs: number; thenResumeAfter: string | null }
   | { action: "take_over"; attempt: number; resumeAfter: string | null; next: string | null; refusedBefore: number }
-  | { action: "parked"; reason: string };
+  | { action: "parked"; reason: string }
+  | { action: "resume"; due: boolean; wakeAt: string | null; resumeAfter: string | null };
 
 function retryJson(r: RetryAction): RetryJson {
   switch (r.action) {
@@ -110,6 +111,13 @@ function retryJson(r: RetryAction): RetryJson {
       };
     case "parked":
       return { action: "parked", reason: r.reason };
+    case "resume":
+      return {
+        action: "resume",
+        due: r.due,
+        wakeAt: r.wakeAt ? r.wakeAt.toISOString() : null,
+        resumeAfter: r.resumeAfter,
+      };
   }
 }
 
@@ -121,6 +129,8 @@ export interface KeyDetailJson extends KeyJson {
   definition: string[];
   /** Where the run stopped, in words. */
   stoppedAt: string;
+  /** Suspended: what it waits for (`kind` `sleep` or `signal`, `name`, `until`); `null` otherwise. */
+  waitingFor: { kind: "sleep" | "signal"; name: string; until: string | null } | null;
   /** A started step whose result was never recorded (its call may have gone through). */
   inDoubtStep: string | null;
   retry: RetryJson;
@@ -146,6 +156,13 @@ export function keyDetailJson(
     ownerToken: record.ownerToken,
     definition: [...record.definition],
     stoppedAt: diagnosis.stoppedAt,
+    waitingFor: record.waitingFor
+      ? {
+          kind: record.waitingFor.kind,
+          name: record.waitingFor.name,
+          until: record.waitingFor.until ? record.waitingFor.until.toISOString() : null,
+        }
+      : null,
     inDoubtStep: diagnosis.inDoubt?.name ?? null,
     retry: retryJson(diagnosis.retry),
     history: (record.history ?? []).map(historyJson),

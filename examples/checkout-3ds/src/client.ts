@@ -30,5 +30,11 @@ export function describeAnswer(a: Answer): string {
   const hints = ["location", "retry-after", "idempotent-replayed"]
     .filter((h) => a.headers.get(h) !== null)
     .map((h) => `${h}: ${a.headers.get(h)}`);
-  return `${a.status} ${JSON.stringify(a.body)}${hints.length ? `  [${hints.join(", ")}]` : ""}`;
+  // A problem document is long: its code (and retry hint) is what a client reads.
+  const problem = a.body as { type?: unknown; code?: unknown; retryAfterMs?: unknown } | null;
+  const shown =
+    typeof problem?.type === "string" && problem.type.startsWith("urn:idempo:problem:")
+      ? `problem ${String(problem.code)}${problem.retryAfterMs === undefined ? "" : `, retryAfterMs ${String(problem.retryAfterMs)}`}`
+      : JSON.stringify(a.body);
+  return `${a.status} ${shown}${hints.length ? `  [${hints.join(", ")}]` : ""}`;
 }

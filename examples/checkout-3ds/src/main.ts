@@ -161,7 +161,7 @@ async function main(): Promise<boolean> {
   const database = await openDatabase(process.env.DATABASE_URL);
   const psp = new FakePsp({ webhookSecret: WEBHOOK_SECRET });
   let server: ServerType | undefined;
-  const worker: { current?: Worker } = {};
+  const worker: { current?: Worker | undefined } = {};
   try {
     const { db } = database;
     const engine = createEngine({ db });

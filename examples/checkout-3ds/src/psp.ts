@@ -144,8 +144,9 @@ export class FakePsp {
     for await (const chunk of req) chunks.push(chunk as Buffer);
     const text = Buffer.concat(chunks).toString("utf8");
     const key = req.headers["idempotency-key"];
-    const send = (status: number, answer: unknown) =>
+    const send = (status: number, answer: unknown): void => {
       res.writeHead(status, { "content-type": "application/json" }).end(JSON.stringify(answer));
+    };
     if (typeof key !== "string" || key.length === 0 || key.length > 255) {
       return send(400, { code: "idempotency_key_required" });
     }

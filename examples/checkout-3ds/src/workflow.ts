@@ -9,6 +9,14 @@ import { threeDsResultSchema } from "./psp-events.js";
 /** The `.waitFor` item the provider's webhook signals: its name is what `engine.signal` uses. */
 export const THREE_DS = "three_ds";
 
+/** The checkout's final answer: 201 paid, or 402 voided with the reason. */
+export interface CheckoutAnswer {
+  readonly orderId: string;
+  readonly paymentId: string;
+  readonly status: "paid" | "voided";
+  readonly code?: "3ds_not_completed";
+}
+
 /** A 5xx from the provider may pass: a step tries twice more in-process, with the same key. */
 const pspRetries = { retries: 2, retryable: (error: unknown) => error instanceof PspError && error.retryable };
 
@@ -72,7 +80,7 @@ export function checkout3ds(psp: PspClient, options: { confirmTimeoutMs: number 
       orderId: state.orderId ?? null,
       challengeUrl: state.challengeUrl ?? null,
     }))
-    .respond(({ state }) =>
+    .respond(({ state }): { status: number; body: CheckoutAnswer } =>
       state.settled === "paid"
         ? { status: 201, body: { orderId: state.orderId, paymentId: state.paymentId, status: "paid" } }
         : {

@@ -59,7 +59,10 @@ function say(text: string): void {
 }
 
 function showRecord(rec: RunRecord | null): void {
-  if (!rec) return say("engine.inspect: no record");
+  if (!rec) {
+    say("engine.inspect: no record");
+    return;
+  }
   const waiting = rec.waitingFor
     ? `, waiting for ${rec.waitingFor.kind} '${rec.waitingFor.name}'${rec.waitingFor.until ? ` until ${rec.waitingFor.until.toISOString()}` : ""}`
     : "";
@@ -104,7 +107,7 @@ async function placeOrder(demo: Demo, key: string, cartId: string, amountCents: 
   const record = await demo.engine.inspect(TENANT, key);
   showRecord(record);
   expect(record?.waitingFor?.name === "three_ds", "the run should wait for the 3-D Secure result");
-  return { answer, paymentId: (record?.state as { paymentId: string }).paymentId };
+  return { answer, paymentId: (record.state as { paymentId: string }).paymentId };
 }
 
 async function story(demo: Demo, worker: { current: Worker }): Promise<{ keys: string[]; carts: string[] }> {

@@ -33,7 +33,7 @@ export interface PspCounts {
 }
 
 /** One webhook delivery as the provider saw it. */
-export interface Delivery {
+interface Delivery {
   readonly status: number;
   readonly body: unknown;
 }

@@ -23,7 +23,9 @@ if (!url || !pspUrl) {
 }
 const database = await openDatabase(url);
 const engine = createEngine({ db: database.db });
-const flow = checkout3ds(new PspClient(pspUrl), { confirmTimeoutMs: Number(process.env.CONFIRM_TIMEOUT_MS ?? 900_000) });
+const flow = checkout3ds(new PspClient(pspUrl), {
+  confirmTimeoutMs: Number(process.env.CONFIRM_TIMEOUT_MS ?? 900_000),
+});
 const worker = engine.startWorker({
   workflows: [flow],
   intervalMs: Number(process.env.WORKER_INTERVAL_MS ?? 1_000),

@@ -5,7 +5,7 @@
  * Wake-up times are moved in the database instead of waiting for them.
  */
 import { sql } from "kysely";
-import { describe, expect, it } from "vitest";
+import { describe, expect, expectTypeOf, it } from "vitest";
 import { z } from "zod";
 import {
   createEngine,
@@ -336,5 +336,20 @@ describe(".waitFor and engine.signal", () => {
     await engine.retryFrom(T, "dl", "charge");
     await engine.runOnce(wf, { tenantId: T, key: "dl", input: {} });
     expect((await engine.inspect(T, "dl"))?.wakeAt?.getTime()).toBe(first);
+  });
+});
+
+describe("types", () => {
+  // Checked by the type checker (pnpm typecheck), which fails on a mismatch.
+  it("state after a wait holds the schema's output (or JsonValue), and onTimeout's value", () => {
+    workflow("types")
+      .waitFor("confirmed", { schema: z.object({ ok: z.boolean() }) })
+      .waitFor("shipped", { timeoutMs: 1, onTimeout: () => ({ late: true as const }) })
+      .phase("check", ({ state }) => {
+        expectTypeOf(state.confirmed).toEqualTypeOf<{ ok: boolean }>();
+        expectTypeOf(state.shipped).toEqualTypeOf<import("../src/index.ts").JsonValue | { late: true }>();
+        return {};
+      })
+      .respond(() => ({ status: 200, body: null }));
   });
 });

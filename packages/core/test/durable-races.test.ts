@@ -207,6 +207,15 @@ describe("waiting for a result", () => {
     }
   });
 
+  it("engine.wait on a suspended run answers with the operator's cancel", async () => {
+    const engine = createEngine({ db: t.db });
+    const { wf } = confirmed("wait_canceled");
+    await engine.runOnce(wf, { tenantId: T, key: "wc", input: {} });
+    const waiting = engine.wait(T, "wc", { timeoutMs: 120_000 });
+    await engine.cancel(T, "wc");
+    expect(await waiting).toMatchObject({ status: 409, outcome: "canceled", replayed: true });
+  });
+
   it("runOnce with waitInFlightMs answers with the other attempt's result instead of 409", async () => {
     const owner = createEngine({ db: t.connect(3) });
     const retry = createEngine({ db: t.connect(2) });

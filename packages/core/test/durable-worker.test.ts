@@ -16,6 +16,7 @@ import {
   InvalidIdempotencyKeyError,
   workflow,
 } from "../src/index.ts";
+import { CrashSignal, setFaultHook } from "../src/internal.ts";
 import { useTestDatabase } from "./support/db.ts";
 
 const t = useTestDatabase({ pool: 10 });
@@ -251,6 +252,42 @@ describe("engine.startWorker runs due suspended runs", () => {
     worker(second, { workflows: [wf], intervalMs: 20 });
     await until(async () => (await statusCounts("enq_sleepers")).completed === 6, "all completed");
     expect(calls).toEqual({ before: 6, after: 6 });
+  });
+
+  it("a worker whose process dies in a woken run: the run's lease runs out and another worker finishes it", async () => {
+    const calls = { before: 0, after: 0 };
+    const wf = workflow("enq_crashed")
+      .phase("before", () => {
+        calls.before++;
+        return {};
+      })
+      .sleep("nap", 0)
+      .phase("after", () => {
+        calls.after++;
+        return {};
+      })
+      .respond(() => ({ status: 200, body: null }));
+    const first = createEngine({ db: t.connect(3) });
+    // The first worker "dies" right before the phase after the sleep, in every run.
+    let crashes = 0;
+    setFaultHook(first, (point) => {
+      if (point !== "before:phase:after") return;
+      crashes++;
+      throw new CrashSignal(point);
+    });
+    for (let i = 0; i < 4; i++) await first.enqueue(t.db, wf, { tenantId: "t", key: `c${i}`, input: {} });
+    const w1 = first.startWorker({ workflows: [wf], intervalMs: 20, sweep: false });
+    await until(async () => crashes === 4, "all four cut off");
+    await w1.stop();
+    for (let i = 0; i < 4; i++) await first.release("t", `c${i}`); // as if their leases ran out
+    const second = createEngine({ db: t.connect(3) });
+    worker(second, { workflows: [wf], intervalMs: 20 });
+    await until(async () => (await statusCounts("enq_crashed")).completed === 4, "all completed");
+    expect(calls).toEqual({ before: 4, after: 4 });
+    const { rows } = await sql<{ attempt: number }>`
+      SELECT DISTINCT attempt FROM idempo.runs WHERE workflow = 'enq_crashed'`.execute(t.db);
+    // The takeover after the crash is a new attempt; the resume after the sleep was not.
+    expect(rows).toEqual([{ attempt: 2 }]);
   });
 
   it("a short sleep is resumed by a worker that only polls, at its wake-up time", async () => {

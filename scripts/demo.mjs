@@ -1,8 +1,19 @@
 #!/usr/bin/env node
-// `npm run demo`: set up (pnpm + locked install), then run the checkout example.
+// `npm run demo`: set up (pnpm + locked install), then run the checkout example, then the
+// 3-D Secure checkout (a run that waits for a provider's webhook). With --leave-stuck, only
+// the checkout example, which then leaves stuck runs for the CLI instead of its story.
 import { log, run, setUp } from "./bootstrap.mjs";
 
 setUp();
-const args = ["--filter", "@idempo/example-checkout", "start", ...process.argv.slice(2)];
-log(`pnpm ${args.join(" ")}`);
-process.exit(run("pnpm", args));
+const extra = process.argv.slice(2);
+const demos = extra.includes("--leave-stuck")
+  ? ["@idempo/example-checkout"]
+  : ["@idempo/example-checkout", "@idempo/example-checkout-3ds"];
+let status = 0;
+for (const name of demos) {
+  const args = ["--filter", name, "start", ...extra];
+  log(`pnpm ${args.join(" ")}`);
+  status = run("pnpm", args);
+  if (status !== 0) break;
+}
+process.exit(status);

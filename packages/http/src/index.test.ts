@@ -16,11 +16,12 @@ describe("public API", () => {
       "PROBLEM_TYPE_PREFIX",
       "REPLAYED_HEADER",
       "RequestBodyTooLargeError",
+      "WebhookVerificationError",
       "parseIdempotencyKey",
       "problemReply",
     ]);
     for (const adapter of [express, fastify, hono]) {
-      expect(Object.keys(adapter).sort()).toEqual(["idempotency", "idempotent"]);
+      expect(Object.keys(adapter).sort()).toEqual(["idempotency", "idempotent", "webhook"]);
     }
   });
 });

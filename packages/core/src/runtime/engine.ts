@@ -1,4 +1,4 @@
-import type { Kysely } from "kysely";
+import type { Kysely, Transaction } from "kysely";
 import {
   DatabaseUnavailableError,
   IdempoError,
@@ -184,7 +184,11 @@ export interface Engine extends AdminApi, OperatorVerbs {
    * @throws InputValidationError (400) input not JSON or rejected by the schema, before any SQL.
    * @throws IdempotencyKeyMismatchError (422) the key was used with another payload or workflow.
    */
-  enqueue<DB, In>(tx: Kysely<DB>, workflow: Workflow<In, unknown>, request: EnqueueRequest<In>): Promise<EnqueueResult>;
+  enqueue<DB, In>(
+    tx: Transaction<DB> | Kysely<DB>,
+    workflow: Workflow<In, unknown>,
+    request: EnqueueRequest<In>,
+  ): Promise<EnqueueResult>;
   /**
    * Deliver a signal to a run's `.waitFor(name)` item: the JSON `payload`
    * is kept (also when the run has not reached the item yet) and merged
@@ -694,7 +698,8 @@ export function createEngine<DB>(options: EngineOptions<DB>): Engine {
   }
 
   async function enqueue<DB, In>(
-    tx: Kysely<DB>,
+    // A Transaction<DB> is a Kysely<DB>, but inferring DB through Kysely<DB> alone fails for a typed transaction.
+    tx: Transaction<DB> | Kysely<DB>,
     wf: Workflow<In, unknown>,
     request: EnqueueRequest<In>,
   ): Promise<EnqueueResult> {

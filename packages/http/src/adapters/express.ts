@@ -21,6 +21,8 @@ import type { IdempotencyOptions, IdempotentOptions } from "../runtime/options.j
 import { wrapSettings } from "../runtime/options.js";
 import { closingIfUnread, internalErrorReply, problemHeadersToDrop } from "../runtime/send.js";
 import { nodeRequestHeaders } from "../runtime/trace-context.js";
+import type { WebhookOptions } from "../runtime/webhook-route.js";
+import { runWebhookRoute, webhookRoute } from "../runtime/webhook-route.js";
 import { markWorkflowRoute, runWorkflowRoute, workflowRoute } from "../runtime/workflow-route.js";
 import type { Finished, HandlerRun } from "../runtime/wrapped-run.js";
 import { startWrapped } from "../runtime/wrapped-run.js";
@@ -129,11 +131,48 @@ export function idempotent<In, B>(
         if (req.body === undefined && hasBody(req) && !req.readableEnded) await bodyOf(req, maxBytes);
       },
       input: async () => options.input(req),
+      location: async (run) => options.location?.(req, run),
     })
       .then((reply) => sendReply(res, closingIfUnread(reply, req.httpVersionMajor)))
       .catch(next);
   };
   return markWorkflowRoute(handler, route);
+}
+
+/**
+ * A route handler for a provider's webhook: reads the raw body (up to
+ * `maxRequestBytes`), lets `verify` check its signature, maps the event to
+ * a signal with `signal`, and delivers it with `engine.signal`. Answers 200
+ * for a signal delivered now or before (a provider's retry), 401/403 when
+ * verification fails, 404/409/422/400 when idempo refuses the signal (see
+ * docs/durable.md). Mount it without a JSON parser before it (the
+ * signature is over the bytes); after `express.raw()` it uses that Buffer.
+ *
+ * @example
+ * app.post('/webhooks/psp', webhook(engine, {
+ *   verify: ({ request, rawBody }) => psp.verifySignature(rawBody, request.get('psp-signature')),
+ *   signal: ({ body }) => ({ tenantId: body.account, key: body.metadata.orderKey, name: '3ds', payload: body.result }),
+ * }))
+ */
+export function webhook(engine: Engine, options: WebhookOptions<Request>): RequestHandler {
+  const route = webhookRoute(engine, options);
+  return (req, res, next) => {
+    runWebhookRoute(route, {
+      request: req,
+      contentType: req.headers["content-type"],
+      rawBody: async (maxBytes) => {
+        if (Buffer.isBuffer(req.body)) return req.body;
+        if (req.body !== undefined || req.readableEnded) {
+          throw new TypeError(
+            "@idempo/http: the webhook's body was parsed before the route, so its signature cannot be checked over the bytes received; mount no body parser before webhook() (or express.raw())",
+          );
+        }
+        return hasBody(req) ? readBody(req, req.headers["content-length"], maxBytes) : Buffer.alloc(0);
+      },
+    })
+      .then((reply) => sendReply(res, closingIfUnread(reply, req.httpVersionMajor)))
+      .catch(next);
+  };
 }
 
 /** Requests whose handling passed an error to Express's error handling (see {@link watchRouterErrors}). */

@@ -8,6 +8,8 @@ import { Readable } from "node:stream";
 import type { Engine, Workflow } from "@idempo/core";
 import type { FastifyPluginAsync, FastifyReply, FastifyRequest, RouteHandlerMethod } from "fastify";
 import { IDEMPOTENCY_KEY_HEADER } from "../header/idempotency-key.js";
+import { RequestBodyTooLargeError } from "../problem/errors.js";
+import { problemReply } from "../problem/problem.js";
 import { bodyFromParsed } from "../request/body.js";
 import { headerLines } from "../request/header-lines.js";
 import type { RouteFacts } from "../request/route.js";
@@ -19,6 +21,8 @@ import type { IdempotencyOptions, IdempotentOptions, WrapSettings } from "../run
 import { wrapSettings } from "../runtime/options.js";
 import { problemHeadersToDrop } from "../runtime/send.js";
 import { nodeRequestHeaders } from "../runtime/trace-context.js";
+import type { WebhookOptions } from "../runtime/webhook-route.js";
+import { runWebhookRoute, webhookRoute } from "../runtime/webhook-route.js";
 import { markWorkflowRoute, runWorkflowRoute, workflowRoute, workflowRouteLimit } from "../runtime/workflow-route.js";
 import type { HandlerRun, WrappedStart } from "../runtime/wrapped-run.js";
 import { startWrapped } from "../runtime/wrapped-run.js";
@@ -203,10 +207,62 @@ export function idempotent<In, B>(
       headers: nodeRequestHeaders(request.headers),
       tenant: () => resolveTenant(options.tenant, request),
       input: async () => options.input(request),
+      location: async (run) => options.location?.(request, run),
     });
     return sendReply(reply, answer);
   };
   return markWorkflowRoute(handler, route);
+}
+
+/** Options of the Fastify webhook plugin: the route's `url` and the webhook's settings. */
+export interface FastifyWebhookOptions extends WebhookOptions<FastifyRequest> {
+  /** The path of the POST route the plugin adds, e.g. `/webhooks/psp` (under the prefix it is registered with). */
+  url: string;
+}
+
+/**
+ * A plugin that adds one POST route for a provider's webhook: the body is
+ * kept as raw bytes (its own content-type parser, in the plugin's scope
+ * only, within `maxRequestBytes`), `verify` checks its signature, `signal`
+ * maps the event to a signal, and `engine.signal` delivers it. Answers 200
+ * for a signal delivered now or before (a provider's retry), 401/403 when
+ * verification fails, 404/409/422/400 when idempo refuses the signal (see
+ * docs/durable.md). The idempotency plugin leaves the route alone.
+ *
+ * @example
+ * await app.register(webhook(engine, {
+ *   url: '/webhooks/psp',
+ *   verify: ({ request, rawBody }) => psp.verifySignature(rawBody, request.headers['psp-signature']),
+ *   signal: ({ body }) => ({ tenantId: body.account, key: body.metadata.orderKey, name: '3ds', payload: body.result }),
+ * }))
+ */
+export function webhook(engine: Engine, options: FastifyWebhookOptions): FastifyPluginAsync {
+  const route = webhookRoute(engine, options);
+  if (typeof options.url !== "string" || !options.url.startsWith("/")) {
+    throw new TypeError("options.url is required: the webhook route's path, starting with '/'");
+  }
+  return async (app) => {
+    // Encapsulated: the bytes stay raw in this plugin's scope only, for the signature.
+    app.removeAllContentTypeParsers();
+    app.addContentTypeParser("*", { parseAs: "buffer" }, (_request, body, done) => done(null, body));
+    // The same 413 problem as the other adapters; anything else goes to the app's error handling.
+    app.setErrorHandler((error, _request, reply) => {
+      if ((error as { code?: unknown }).code !== "FST_ERR_CTP_BODY_TOO_LARGE") throw error;
+      return sendReply(reply, problemReply(new RequestBodyTooLargeError(route.maxRequestBytes)));
+    });
+    app.post(
+      options.url,
+      { bodyLimit: route.maxRequestBytes, config: { idempotency: false } },
+      async (request, reply) => {
+        const answer = await runWebhookRoute(route, {
+          request,
+          contentType: request.headers["content-type"],
+          rawBody: async () => (Buffer.isBuffer(request.body) ? request.body : Buffer.alloc(0)),
+        });
+        return sendReply(reply, answer);
+      },
+    );
+  };
 }
 
 /** Every method of the request's route: a route that opts in takes part whatever its method. */

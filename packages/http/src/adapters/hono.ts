@@ -21,6 +21,8 @@ import type { IdempotencyOptions, IdempotentOptions } from "../runtime/options.j
 import { wrapSettings } from "../runtime/options.js";
 import { closingIfUnread, problemHeadersToDrop } from "../runtime/send.js";
 import type { RequestHeaders } from "../runtime/trace-context.js";
+import type { WebhookOptions } from "../runtime/webhook-route.js";
+import { runWebhookRoute, webhookRoute } from "../runtime/webhook-route.js";
 import { isWorkflowRoute, markWorkflowRoute, runWorkflowRoute, workflowRoute } from "../runtime/workflow-route.js";
 import type { HandlerRun } from "../runtime/wrapped-run.js";
 import { startWrapped } from "../runtime/wrapped-run.js";
@@ -122,6 +124,42 @@ export function idempotent<In, B, E extends Env = Env>(
             await cacheBody(c, maxBytes);
           },
           input: async () => options.input(c),
+          location: async (run) => options.location?.(c, run),
+        }),
+        incomingOf(c)?.httpVersionMajor,
+      ),
+    );
+  return markWorkflowRoute(handler, route);
+}
+
+/**
+ * A route handler for a provider's webhook: reads the raw body (up to
+ * `maxRequestBytes`), lets `verify` check its signature, maps the event to
+ * a signal with `signal`, and delivers it with `engine.signal`. Answers 200
+ * for a signal delivered now or before (a provider's retry), 401/403 when
+ * verification fails, 404/409/422/400 when idempo refuses the signal (see
+ * docs/durable.md). Middleware made by {@link idempotency} leaves it alone.
+ *
+ * @example
+ * app.post('/webhooks/psp', webhook(engine, {
+ *   verify: ({ request: c, rawBody }) => psp.verifySignature(rawBody, c.req.header('psp-signature')),
+ *   signal: ({ body }) => ({ tenantId: body.account, key: body.metadata.orderKey, name: '3ds', payload: body.result }),
+ * }))
+ */
+export function webhook<E extends Env = Env>(engine: Engine, options: WebhookOptions<Context<E>>): Handler<E> {
+  const route = webhookRoute(engine, options);
+  const handler: Handler<E> = async (c) =>
+    toResponse(
+      closingIfUnread(
+        await runWebhookRoute(route, {
+          request: c,
+          contentType: c.req.header("content-type"),
+          rawBody: async (maxBytes) => {
+            const bytes = await cacheBody(c, maxBytes);
+            if (bytes !== undefined) return bytes;
+            // Read before (by a middleware through c.req): Hono serves the bytes from its cache.
+            return c.req.raw.bodyUsed ? Buffer.from(await c.req.arrayBuffer()) : Buffer.alloc(0);
+          },
         }),
         incomingOf(c)?.httpVersionMajor,
       ),

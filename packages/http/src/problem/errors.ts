@@ -42,3 +42,25 @@ export class InvalidRequestBodyError extends IdempoError {
     super("invalid_body", 400, `the request body is not valid JSON: ${detail}`);
   }
 }
+
+/**
+ * A webhook request that did not pass the application's verification: 401
+ * `webhook_unverified` when its signature is missing or wrong (what a
+ * webhook route answers when `verify` returns false), 403
+ * `webhook_forbidden` for a genuine request that may not do this (throw it
+ * from `verify` with 403). Nothing is read from the body or signalled.
+ */
+export class WebhookVerificationError extends IdempoError {
+  constructor(status: 401 | 403 = 401, detail?: string) {
+    if (status !== 401 && status !== 403)
+      throw new TypeError(`WebhookVerificationError takes 401 or 403, not ${status}`);
+    super(
+      status === 401 ? "webhook_unverified" : "webhook_forbidden",
+      status,
+      detail ??
+        (status === 401
+          ? "the webhook's signature is missing or does not match: the request was not verified as coming from the provider"
+          : "the webhook was verified but is not allowed to signal this run"),
+    );
+  }
+}

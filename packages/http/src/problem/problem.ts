@@ -26,6 +26,10 @@ const TITLES: Readonly<Record<string, string>> = {
   response_too_large: "Response too large to store",
   lease_lost: "The request was taken over by a retry",
   database_unavailable: "Database unavailable",
+  run_not_found: "No run with this key",
+  run_state: "The run's state does not allow this",
+  webhook_unverified: "Webhook not verified",
+  webhook_forbidden: "Webhook not allowed",
 };
 
 /** The JSON problem document for a code; `detail` is left out when undefined. */
@@ -58,7 +62,7 @@ export function problemReply(error: IdempoError): HttpReply {
   const extra: Record<string, unknown> = {};
   const headers: Record<string, string> = {};
   if (error instanceof IdempotencyKeyInProgressError) {
-    headers["retry-after"] = String(Math.max(1, Math.ceil(error.retryAfterMs / 1000)));
+    headers["retry-after"] = retryAfterSeconds(error.retryAfterMs);
     extra.retryAfterMs = error.retryAfterMs;
   }
   const issues = (error as { issues?: unknown }).issues;
@@ -66,6 +70,11 @@ export function problemReply(error: IdempoError): HttpReply {
   const detail = status < 500 ? error.message : undefined;
   const doc = problemDocument(error.code, status, detail, extra);
   return jsonReply(status, JSON.stringify(doc), PROBLEM_CONTENT_TYPE, headers);
+}
+
+/** A `Retry-After` value for a wait of `ms`: whole seconds, rounded up, at least 1 (RFC 9110 §10.2.3). */
+export function retryAfterSeconds(ms: number): string {
+  return String(Math.max(1, Math.ceil(ms / 1000)));
 }
 
 /** True for errors the problem table answers; anything else goes to the framework's error handling. */

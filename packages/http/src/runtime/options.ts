@@ -91,6 +91,22 @@ export interface IdempotentOptions<Req, In> extends CommonOptions<Req> {
    * with the same stored body, so both carry the same headers (Default: none).
    */
   headers?: (response: { status: number; body: unknown }) => Record<string, string>;
+  /**
+   * The URL where the client can follow a run that has not finished: sent
+   * as `Location` on the 202 a suspended run answers with (a `.sleep` or
+   * `.waitFor`), and on the 409 `key_in_progress` of later retries, so a
+   * client that lost the 202 still finds it. Gets the request and the
+   * run's `{ tenantId, key }` (Default: no `Location`).
+   */
+  location?: (request: Req, run: { readonly tenantId: string; readonly key: string }) => string | Promise<string>;
+  /**
+   * When another attempt holds the key (a retry while the first request
+   * runs, or a run suspended in a `.sleep` or `.waitFor`), wait up to this
+   * many ms for its final response before answering 409, 0 to 2 147 483 647
+   * (Default: 0, answer at once). Passed to `runOnce` as `waitInFlightMs`:
+   * the request is held open, no pooled connection is.
+   */
+  waitInFlightMs?: number;
 }
 
 /** Defaults applied; internal. */

@@ -2,14 +2,16 @@
  * Mode (b): a route that runs a workflow through `engine.runOnce`, with its
  * phases, steps and recovery. The workflow's `{ status, body }` is the
  * answer; the body is sent as JSON, identical on the first call and on
- * every replay.
+ * every replay. A run that suspends (`.sleep`, `.waitFor`) answers 202 with
+ * the workflow's `accepted` body, `Retry-After` and, with the `location`
+ * option, `Location`; retries get 409 until it completes, then the replay.
  */
 import { randomUUID } from "node:crypto";
 import type { Engine, Workflow } from "@idempo/core";
-import { InputValidationError } from "@idempo/core";
+import { IdempotencyKeyInProgressError, InputValidationError } from "@idempo/core";
 import { parseIdempotencyKey } from "../header/idempotency-key.js";
 import { IdempotencyKeyMissingError } from "../problem/errors.js";
-import { isIdempoError, problemReply } from "../problem/problem.js";
+import { isIdempoError, problemReply, retryAfterSeconds } from "../problem/problem.js";
 import type { HttpReply } from "../response/reply.js";
 import { jsonReply, REPLAYED_HEADER } from "../response/reply.js";
 import type { IdempotentOptions } from "./options.js";
@@ -18,9 +20,9 @@ import type { RequestHeaders } from "./trace-context.js";
 import { inRequestTrace } from "./trace-context.js";
 
 /**
- * Marks handlers made by `idempotent()`, so middleware mounted for a whole
- * app or scope leaves workflow routes to the workflow instead of claiming
- * their key a second time.
+ * Marks handlers made by `idempotent()` (and webhook routes), so middleware
+ * mounted for a whole app or scope leaves them to themselves instead of
+ * claiming their key a second time.
  */
 const WORKFLOW_ROUTE: unique symbol = Symbol.for("@idempo/http.workflow-route");
 
@@ -55,6 +57,8 @@ export interface WorkflowRequest<In> {
    */
   readBody?(maxBytes: number): Promise<void>;
   input(): Promise<In>;
+  /** The `location` option applied to this request, or undefined without the option. */
+  location(run: { tenantId: string; key: string }): Promise<string | undefined>;
 }
 
 /** Settings of a workflow route, checked once when the route is built. */
@@ -77,7 +81,35 @@ export function workflowRoute<Req, In, B>(
   if (typeof options.input !== "function") {
     throw new TypeError("options.input is required: a function that builds the workflow's input from the request");
   }
+  if (options.location !== undefined && typeof options.location !== "function") {
+    throw new TypeError("options.location must be a function of the request and { tenantId, key } returning a URL");
+  }
+  const wait = options.waitInFlightMs;
+  if (wait !== undefined && (!Number.isSafeInteger(wait) || wait < 0 || wait > MAX_TIMER_MS)) {
+    throw new TypeError(`waitInFlightMs must be an integer from 0 to ${MAX_TIMER_MS}, got ${wait}`);
+  }
   return { engine, workflow: wf, options, maxRequestBytes: maxRequestBytes(options) };
+}
+
+/** Node's timer limit, which `runOnce` also applies to `waitInFlightMs`. */
+const MAX_TIMER_MS = 2_147_483_647;
+
+/**
+ * `Retry-After` for a run that just suspended: the time to its wake-up
+ * (a sleep's end, a wait's timeout) or, when it has none, the lease
+ * length, on the database clock; the same hint the 409 of a retry carries.
+ * Undefined when the run already moved on (a worker finished it, or it was
+ * parked or cancelled meanwhile).
+ */
+async function suspendedRetryAfter(engine: Engine, tenantId: string, key: string): Promise<string | undefined> {
+  try {
+    await engine.wait(tenantId, key, { timeoutMs: 0 });
+    return undefined;
+  } catch (error) {
+    if (error instanceof IdempotencyKeyInProgressError) return retryAfterSeconds(error.retryAfterMs);
+    if (isIdempoError(error)) return undefined;
+    throw error;
+  }
 }
 
 /**
@@ -101,6 +133,7 @@ export async function runWorkflowRoute<Req, In, B>(
   route: WorkflowRoute<Req, In, B>,
   request: WorkflowRequest<In>,
 ): Promise<HttpReply> {
+  let run: { tenantId: string; key: string } | undefined;
   try {
     let key = parseIdempotencyKey(request.keyLines);
     if (key === undefined) {
@@ -108,18 +141,36 @@ export async function runWorkflowRoute<Req, In, B>(
       key = `auto-${randomUUID()}`;
     }
     const tenantId = await request.tenant();
+    run = { tenantId, key };
     await request.readBody?.(route.maxRequestBytes);
     const input = await readInput(request);
+    const waitInFlightMs = route.options.waitInFlightMs;
     const result = await inRequestTrace(request.headers, () =>
-      route.engine.runOnce(route.workflow, { tenantId, key, input }),
+      route.engine.runOnce(route.workflow, {
+        tenantId,
+        key,
+        input,
+        ...(waitInFlightMs === undefined ? {} : { waitInFlightMs }),
+      }),
     );
     const headers: Record<string, string> = {};
+    if (result.outcome === "suspended") {
+      // Accepted, not done: where to follow it and when to look again.
+      const location = await request.location(run);
+      if (location !== undefined) headers.location = location;
+      const retryAfter = await suspendedRetryAfter(route.engine, tenantId, key);
+      if (retryAfter !== undefined) headers["retry-after"] = retryAfter;
+    }
     const extra = route.options.headers?.({ status: result.status, body: result.body }) ?? {};
     for (const [name, value] of Object.entries(extra)) headers[name.toLowerCase()] = value;
     if (result.replayed) headers[REPLAYED_HEADER] = "true";
     return jsonReply(result.status, JSON.stringify(result.body), "application/json; charset=utf-8", headers);
   } catch (error) {
-    if (isIdempoError(error)) return problemReply(error);
-    throw error;
+    if (!isIdempoError(error)) throw error;
+    const reply = problemReply(error);
+    if (!(error instanceof IdempotencyKeyInProgressError) || run === undefined) return reply;
+    // A retry of a run still going (or suspended): point it at the run's status, as the 202 did.
+    const location = await request.location(run);
+    return location === undefined ? reply : { ...reply, headers: { ...reply.headers, location } };
   }
 }

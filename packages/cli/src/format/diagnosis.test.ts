@@ -30,6 +30,8 @@ function record(over: Partial<RunRecord>): RunRecord {
     parkedReason: null,
     parkedAt: null,
     attemptsSinceUnpark: 1,
+    waitingFor: null,
+    wakeAt: null,
     recoveryPoint: "create_order",
     state: {},
     input: {},
@@ -81,5 +83,53 @@ describe("diagnosis: what a retry will really do", () => {
     expect(text).toMatch(/heartbeat/);
     expect(text).not.toMatch(/; then take over/);
     expect(text).toMatch(/only once .*stops/);
+  });
+});
+
+describe("diagnosis: suspended runs", () => {
+  const suspended = (over: Partial<RunRecord>) =>
+    record({
+      status: "suspended",
+      ownerToken: null,
+      leaseRemainingMs: null,
+      definition: ["phase:authorise", "wait:confirmed", "phase:capture"],
+      recoveryPoint: "authorise",
+      history: [
+        entry({ name: "authorise" }),
+        entry({ kind: "wait", name: "confirmed", outcome: "started", finishedAt: null }),
+      ],
+      ...over,
+    });
+
+  it("a wait not due is a 409 until its timeout, naming the signal to send", () => {
+    const r = suspended({ waitingFor: { kind: "signal", name: "confirmed", until: at(60) }, wakeAt: at(60) });
+    const d = diagnose(r, now, { signalDelivered: false });
+    expect(d.condition).toBe("suspended");
+    expect(d.retry).toEqual({
+      action: "suspended",
+      kind: "signal",
+      name: "confirmed",
+      until: at(60),
+      retryAfterMs: 60_000,
+      resumeAfter: "authorise",
+    });
+    expect(describeRetry(r, d)).toContain('engine.signal("acme", "order-1", "confirmed", payload)');
+  });
+
+  it("a due wait resumes, and says whether the signal came or the timeout passed", () => {
+    const r = suspended({ waitingFor: { kind: "signal", name: "confirmed", until: at(-1) }, wakeAt: at(-1) });
+    expect(diagnose(r, now, { signalDelivered: true }).retry).toMatchObject({
+      action: "resume",
+      because: "signal_delivered",
+      next: { kind: "wait", name: "confirmed" },
+    });
+    expect(diagnose(r, now, { signalDelivered: false }).retry).toMatchObject({ because: "timed_out" });
+    expect(diagnose(r, now).retry).toMatchObject({ because: "signal_or_timeout" });
+  });
+
+  it("a suspended run is never read as stuck, whatever its (absent) lease says", () => {
+    const r = suspended({ waitingFor: { kind: "sleep", name: "confirmed", until: at(5) }, wakeAt: at(5) });
+    expect(diagnose(r, now).condition).toBe("suspended");
+    expect(diagnose(r, now).retry.action).not.toBe("take_over");
   });
 });

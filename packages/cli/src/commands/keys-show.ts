@@ -6,7 +6,7 @@ import { deliveredSignals, factsOf } from "../delivered-signals.js";
 import { OperationalError } from "../errors.js";
 import type { Paint } from "../format/colour.js";
 import type { Diagnosis, SuspensionFacts } from "../format/diagnosis.js";
-import { definitionItems, describeRetry, diagnose, iso, signalCall, whenLabel } from "../format/diagnosis.js";
+import { definitionItems, describeRetry, diagnose, iso, signalCall, wakeTime } from "../format/diagnosis.js";
 import { formatDuration } from "../format/duration.js";
 import { leaseLabel, statusLabel, waitsForLabel } from "../format/key-table.js";
 import { keyDetailJson } from "../format/record-json.js";
@@ -70,7 +70,7 @@ function wakes(record: RunRecord, now: Date, facts: SuspensionFacts): string {
         : facts.signalDelivered
           ? "when the signal arrived"
           : "the wait's timeout";
-  return `${whenLabel(record.wakeAt, now)}, ${what}`;
+  return `${wakeTime(record.wakeAt, now)}: ${what}`;
 }
 
 /** The human view of one key. */

@@ -6,7 +6,7 @@
 import type { RunRecord } from "@idempo/core";
 import { html } from "hono/html";
 import type { SuspensionFacts } from "../format/diagnosis.js";
-import { describeRetry, diagnose, iso, signalCall, whenLabel } from "../format/diagnosis.js";
+import { describeRetry, diagnose, iso, signalCall, wakeTime } from "../format/diagnosis.js";
 import { formatDuration, formatLease } from "../format/duration.js";
 import { waitsForLabel } from "../format/key-table.js";
 import { badge } from "./layout.js";
@@ -26,7 +26,7 @@ function suspensionRows(record: RunRecord, now: Date, facts: SuspensionFacts) {
       ? html` · send it with <code>${signalCall(record, w.name)}</code>`
       : "";
   return html`<tr><th>waits for</th><td data-testid="waits-for">${waitsForLabel(record, facts)}${send}</td></tr>
-    <tr><th>wakes</th><td data-testid="wakes">${record.wakeAt ? whenLabel(record.wakeAt, now) : "when the signal arrives (no timeout)"}</td></tr>`;
+    <tr><th>wakes</th><td data-testid="wakes">${record.wakeAt ? wakeTime(record.wakeAt, now) : "when the signal arrives (no timeout)"}</td></tr>`;
 }
 
 /**

@@ -54,7 +54,7 @@ export function timeline(history: readonly HistoryEntry[], now: Date, suspended 
       <text x="0" y="${y + 15}">${label}</text>
       <rect x="${x.toFixed(1)}" y="${y}" width="${width.toFixed(1)}" height="${ROW - 8}" rx="3"
         fill="${waiting ? SUSPENDED_COLOUR : COLOURS[h.outcome]}"><title>${label}: ${shown}, ${took}</title></rect>
-      <text x="${Math.min(x + width + 6, LABEL_WIDTH + BAR_WIDTH - 60).toFixed(1)}" y="${y + 15}">${shown} ${took}${waiting ? " so far" : ""}</text>
+      <text x="${Math.min(x + width + 6, LABEL_WIDTH + BAR_WIDTH - 60).toFixed(1)}" y="${y + 15}">${waiting ? (h.kind === "sleep" ? "sleeping" : "waiting") : h.outcome} ${took}</text>
     </g>`;
   });
   return html`<svg class="timeline" role="img" aria-label="timeline of phases and steps"

@@ -195,10 +195,21 @@ function msUntil(date: Date, now: Date): number {
   return date.getTime() - now.getTime();
 }
 
-/** `in 5m (2026-12-01T10:05:00Z)` or `5m ago (…)`. */
+/** `in 5m at 2026-12-01T10:05:00Z`, or `5m ago at …` for a time passed. */
 export function whenLabel(date: Date, now: Date): string {
   const ms = msUntil(date, now);
-  return ms > 0 ? `in ${formatDuration(ms)} (${iso(date)})` : `${formatDuration(ms)} ago (${iso(date)})`;
+  return ms > 0 ? `in ${formatDuration(ms)} at ${iso(date)}` : `${formatDuration(ms)} ago at ${iso(date)}`;
+}
+
+/** When a suspended run wakes: `in 5m at …`, or `due for 3s, since …` once the time has passed. */
+export function wakeTime(date: Date, now: Date): string {
+  const ms = msUntil(date, now);
+  return ms > 0 ? `in ${formatDuration(ms)} at ${iso(date)}` : `due for ${formatDuration(ms)}, since ${iso(date)}`;
+}
+
+/** {@link wakeTime} as a phrase: `wakes in 5m at …`, or `due for 3s, since …`. */
+export function wakeLabel(date: Date, now: Date): string {
+  return msUntil(date, now) > 0 ? `wakes ${wakeTime(date, now)}` : wakeTime(date, now);
 }
 
 /** The state of a signal wait in words: its timeout, or that it is due and why. */
@@ -249,7 +260,7 @@ function diagnoseSuspended(record: RunRecord, now: Date, next: Item | null, fact
   }
   let where: string;
   if (w.kind === "sleep") {
-    where = `sleeping in sleep ${w.name}${record.wakeAt ? `, wakes ${whenLabel(record.wakeAt, now)}` : ""}`;
+    where = `sleeping in sleep ${w.name}${record.wakeAt ? `, ${wakeLabel(record.wakeAt, now)}` : ""}`;
   } else {
     where = `${point}, waiting for signal ${w.name} (${signalWaitState(record.wakeAt, due, facts, now)})`;
   }

@@ -2,7 +2,7 @@
 import type { RunRecord } from "@idempo/core";
 import type { Paint } from "./colour.js";
 import type { SuspensionFacts } from "./diagnosis.js";
-import { iso } from "./diagnosis.js";
+import { iso, wakeLabel } from "./diagnosis.js";
 import { formatDuration, formatLease } from "./duration.js";
 import type { Column, Row } from "./table.js";
 import { renderTable } from "./table.js";
@@ -36,19 +36,16 @@ export function waitsForLabel(record: RunRecord, facts: SuspensionFacts = {}): s
   return `${w.kind} ${w.name}${facts.signalDelivered ? " (arrived)" : ""}`;
 }
 
-/** When a suspended run wakes, relative to the database clock `now`: `in 5m`, `due 3s ago`, `on signal`. */
+/** When a suspended run wakes, relative to the database clock `now`: `in 5m`, `due for 3s`, `on signal`. */
 export function wakesLabel(record: RunRecord, now: Date): string {
   if (record.wakeAt === null) return "on signal";
   const ms = record.wakeAt.getTime() - now.getTime();
-  return ms > 0 ? `in ${formatDuration(ms)}` : `due ${formatDuration(ms)} ago`;
+  return ms > 0 ? `in ${formatDuration(ms)}` : `due for ${formatDuration(ms)}`;
 }
 
 /** The note under a suspended row of a mixed listing: what it waits for and when it wakes, relative and absolute. */
 function suspendedNote(record: RunRecord, now: Date, facts: SuspensionFacts, paint: Paint): string {
-  const when =
-    record.wakeAt === null
-      ? "wakes on the signal (no timeout)"
-      : `wakes ${wakesLabel(record, now)} (${iso(record.wakeAt)})`;
+  const when = record.wakeAt === null ? "wakes on the signal (no timeout)" : wakeLabel(record.wakeAt, now);
   return `${paint("yellow", "↳")} waits for ${waitsForLabel(record, facts)}; ${when}`;
 }
 
@@ -103,7 +100,7 @@ export function keyTable(
 
 /**
  * The table of `keys list --status suspended`: what each run waits for and
- * when it wakes, relative (`in 5m`, `due 3s ago`, `on signal`) and
+ * when it wakes, relative (`in 5m`, `due for 3s`, `on signal`) and
  * absolute, on the database clock. (Attempts are in `--json`: resuming a
  * suspension is not an attempt, so they say little here.)
  */

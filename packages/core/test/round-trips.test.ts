@@ -113,6 +113,35 @@ describe("round trips per path", () => {
     ]);
   });
 
+  it("a sleep suspends in one statement; a wait for a signal in one short transaction", async () => {
+    const engine = createEngine({ db });
+    const sleeper = workflow("rt_sleep")
+      .sleep("nap", 60_000)
+      .respond(() => ({ status: 200, body: null }));
+    expect(await measure(() => engine.runOnce(sleeper, { tenantId: "rt", key: "nap", input: {} }))).toEqual([
+      "with", // claim
+      "with", // suspension: wake-up time, recovery point, history, NOTIFY
+    ]);
+    const waiter = workflow("rt_wait")
+      .waitFor("confirmed")
+      .respond(() => ({ status: 200, body: null }));
+    expect(await measure(() => engine.runOnce(waiter, { tenantId: "rt", key: "wait", input: {} }))).toEqual([
+      "with", // claim
+      "begin",
+      "select", // lock the run's row first (the signal does the same)
+      "with", // no signal yet: suspend
+      "commit",
+    ]);
+    // A suspended run answers a retry like a live lease: one read-only statement.
+    expect(await measure(() => engine.runOnce(waiter, { tenantId: "rt", key: "wait", input: {} }))).toEqual(["with"]);
+    expect(await measure(() => engine.signal("rt", "wait", "confirmed", { ok: true }))).toEqual([
+      "begin",
+      "select", // lock the run's row
+      "with", // keep the signal, make the run due, NOTIFY
+      "commit",
+    ]);
+  });
+
   it("invalid input and invalid keys send no SQL at all", async () => {
     const engine = createEngine({ db });
     expect(await measure(() => engine.runOnce(onePhase, { tenantId: "rt", key: "", input: {} }))).toEqual([]);

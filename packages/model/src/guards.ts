@@ -125,6 +125,62 @@ export const GUARDS: readonly GuardRow[] = [
     patterns: ["WHERE status = 'in_flight' AND locked_until <= now()"],
   },
   {
+    transition: "enqueue",
+    file: "store/enqueue.ts",
+    fn: "enqueueRun",
+    patterns: ["ON CONFLICT (tenant_id, key) DO NOTHING", "'suspended', NULL, NULL, 0"],
+  },
+  {
+    transition: "take a due suspended run",
+    file: "store/due-runs.ts",
+    fn: "takeDueRun",
+    patterns: [
+      "AND status = 'suspended' AND wake_at <= clock_timestamp()",
+      "FOR UPDATE SKIP LOCKED",
+      "attempt = GREATEST(r.attempt, 1)",
+    ],
+  },
+  {
+    transition: "due-run selection",
+    file: "store/due-runs.ts",
+    fn: "selectDueRuns",
+    patterns: ["WHERE status = 'suspended' AND wake_at <= now()"],
+  },
+  {
+    transition: "suspend (sleep)",
+    file: "store/suspension.ts",
+    fn: "suspendForSleep",
+    patterns: [FENCE, "SET status = 'suspended', owner_token = NULL, locked_until = NULL"],
+  },
+  {
+    transition: "wait: lock the run first",
+    file: "store/suspension.ts",
+    fn: "lockOwnRun",
+    patterns: [FENCE, "FOR UPDATE"],
+  },
+  {
+    transition: "suspend (wait for a signal)",
+    file: "store/suspension.ts",
+    fn: "checkSignalOrSuspend",
+    patterns: [FENCE, "AND NOT EXISTS (SELECT 1 FROM sig)"],
+  },
+  { transition: "wait result", file: "store/suspension.ts", fn: "advancePastWait", patterns: [FENCE] },
+  {
+    transition: "signal: lock the run first",
+    file: "store/signals.ts",
+    fn: "lockRunForSignal",
+    patterns: ["FOR UPDATE"],
+  },
+  {
+    transition: "signal: wake a run suspended on it",
+    file: "store/signals.ts",
+    fn: "deliverSignal",
+    patterns: [
+      "AND status = 'suspended' AND wait_kind = 'signal' AND wait_name = @{d.name}",
+      "WHERE @{d.mayStore}::boolean AND NOT EXISTS (SELECT 1 FROM existing)",
+    ],
+  },
+  {
     transition: "release",
     file: "store/transitions.ts",
     fn: "releaseLease",

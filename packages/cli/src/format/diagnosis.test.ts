@@ -49,6 +49,47 @@ function record(over: Partial<RunRecord>): RunRecord {
 }
 
 describe("diagnosis: what a retry will really do", () => {
+  it("a suspended run: what it waits for, when it wakes, and that a retry resumes it then", () => {
+    const sleeping = record({
+      status: "suspended",
+      ownerToken: null,
+      leaseRemainingMs: null,
+      waitingFor: { kind: "sleep", name: "grace", until: at(3600) },
+      wakeAt: at(3600),
+    });
+    const d = diagnose(sleeping, now);
+    expect(d.condition).toBe("suspended");
+    expect(d.stoppedAt).toBe("sleeping in sleep grace, wakes in 1h at 2026-12-01T11:00:00Z");
+    expect(d.retry).toEqual({
+      action: "suspended",
+      kind: "sleep",
+      name: "grace",
+      until: at(3600),
+      retryAfterMs: 3_600_000,
+      resumeAfter: "create_order",
+    });
+    expect(describeRetry(sleeping, d)).toMatch(
+      /^409 key_in_progress with retryAfterMs 3600000 \(1h\): the sleep grace wakes at 2026-12-01T11:00:00Z/,
+    );
+
+    const waiting = record({
+      status: "suspended",
+      ownerToken: null,
+      leaseRemainingMs: null,
+      waitingFor: { kind: "signal", name: "confirmed" },
+      wakeAt: null,
+    });
+    expect(diagnose(waiting, now).stoppedAt).toMatch(/signal confirmed \(no timeout\)$/);
+    expect(describeRetry(waiting, diagnose(waiting, now))).toMatch(/until the signal confirmed arrives/);
+
+    const enqueued = record({ status: "suspended", recoveryPoint: null, attempt: 0, wakeAt: at(-5) });
+    const e = diagnose(enqueued, now);
+    expect(e.stoppedAt).toMatch(/^enqueued, not started by a worker yet, due since/);
+    expect(describeRetry(enqueued, e)).toMatch(
+      /^take the run and resume it here as attempt 1 .*: next phase create_order$/,
+    );
+  });
+
   it("a stuck run whose last crash left work: take over and resume", () => {
     const r = record({});
     const d = diagnose(r, now);

@@ -16,8 +16,14 @@ export type NotificationSource =
   | { listen(channel: string, callback: (payload: string) => void): Promise<() => Promise<void>> }
   | {
       query(text: string): Promise<unknown>;
-      on(event: "notification", listener: (message: { channel: string; payload?: string }) => void): unknown;
-      off(event: "notification", listener: (message: { channel: string; payload?: string }) => void): unknown;
+      on(
+        event: "notification",
+        listener: (message: { channel: string; payload?: string | undefined }) => void,
+      ): unknown;
+      off(
+        event: "notification",
+        listener: (message: { channel: string; payload?: string | undefined }) => void,
+      ): unknown;
     };
 
 /**
@@ -30,7 +36,7 @@ export async function subscribe(
   callback: (payload: string) => void,
 ): Promise<() => Promise<void>> {
   if ("listen" in source) return source.listen(channel, callback);
-  const listener = (message: { channel: string; payload?: string }) => {
+  const listener = (message: { channel: string; payload?: string | undefined }) => {
     if (message.channel === channel) callback(message.payload ?? "");
   };
   source.on("notification", listener);

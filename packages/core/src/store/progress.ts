@@ -15,7 +15,7 @@ export function storableText(text: string): string {
 }
 
 /** SET clause of a completion: store the response, drop owner and lease, start retention. */
-export function completion(response: StoredResponse) {
+function completion(response: StoredResponse) {
   return sql`status = 'completed', owner_token = NULL, locked_until = NULL,
     outcome = ${response.outcome}, response_status = ${response.status}, response_body = ${response.body}::json,
     expires_at = clock_timestamp() + retention_ms * interval '1 millisecond', completed_at = clock_timestamp()`;

@@ -18,7 +18,7 @@ export interface Item {
  * its sleep is over, the signal it waits for was delivered, its wait timed
  * out, or (when whether the signal came is not known) one of the last two.
  */
-export type DueBecause = "enqueued" | "slept" | "signal_delivered" | "timed_out" | "signal_or_timeout";
+type DueBecause = "enqueued" | "slept" | "signal_delivered" | "timed_out" | "signal_or_timeout";
 
 /** Facts about a suspended run that its record alone does not carry. */
 export interface SuspensionFacts {
@@ -196,7 +196,7 @@ function msUntil(date: Date, now: Date): number {
 }
 
 /** `in 5m at 2026-12-01T10:05:00Z`, or `5m ago at …` for a time passed. */
-export function whenLabel(date: Date, now: Date): string {
+function whenLabel(date: Date, now: Date): string {
   const ms = msUntil(date, now);
   return ms > 0 ? `in ${formatDuration(ms)} at ${iso(date)}` : `${formatDuration(ms)} ago at ${iso(date)}`;
 }

@@ -12,12 +12,12 @@ import { z } from "zod";
 import { logEffect } from "./effects.ts";
 
 /** The workflow's name in the ledger. */
-export const CONFIRMATION = "confirmation";
+const CONFIRMATION = "confirmation";
 
 const pause = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 /** What the provider's webhook carries: which intent it confirms, and a nonce per intent. */
-export const confirmationPayload = z.object({ intent: z.string(), nonce: z.string() });
+const confirmationPayload = z.object({ intent: z.string(), nonce: z.string() });
 
 /**
  * The workflow; `sleepMs` comes from the input, so the driver decides how

@@ -113,6 +113,10 @@ describe("keys list", () => {
       updatedAt: expect.any(String),
       expiresAt: null,
       expired: false,
+      waitingFor: null,
+      wakeAt: null,
+      wakesInMs: null,
+      signalDelivered: null,
     });
     expect(rows[2]?.leaseRemainingMs).toBeLessThan(0);
   });

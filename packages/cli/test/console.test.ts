@@ -2,7 +2,8 @@
  * The web console in a real browser (Playwright driving the system's
  * Chromium) against a database seeded by real runs: two tenants, a
  * completed checkout, one stuck in its charge step, one whose process died
- * with its lease still running, and a key containing markup.
+ * with its lease still running, a key containing markup, a run sleeping
+ * and one waiting for a signal.
  */
 import { existsSync, mkdirSync } from "node:fs";
 import { fileURLToPath } from "node:url";
@@ -14,6 +15,7 @@ import { chromium } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { useClonedDatabase } from "../../testkit/src/index.ts";
 import { checkout } from "./fixtures/checkout-workflow.ts";
+import { payment, trial } from "./fixtures/durable-workflows.ts";
 import type { ConsoleProcess } from "./support/console-process.ts";
 import { startConsoleProcess } from "./support/console-process.ts";
 
@@ -53,6 +55,8 @@ const seeded = useClonedDatabase("idempo_console", {
     await crashAt(short, "after:phase:create_order", "acme", SCRIPT_KEY, 100);
     await crashAt(long, "after:phase:create_order", "globex", "order-2001", 300);
     await expect(normal.runOnce(poison, { tenantId: "acme", key: "poison-1", input: {} })).rejects.toThrow();
+    await normal.runOnce(trial, { tenantId: "acme", key: "trial-1", input: { sleepMs: 3_600_000 } });
+    await normal.runOnce(payment, { tenantId: "globex", key: "pay-1", input: {} });
     // Wait until the short leases have run out by the database clock.
     for (let i = 0; i < 200; i++) {
       const page = await normal.listKeys({ stuck: true });
@@ -114,7 +118,7 @@ describe.skipIf(!existsSync(CHROMIUM))("idempo console in a browser", () => {
   it("filters by tenant and status", async () => {
     const page = await open("/runs?view=recent&tenant=globex");
     const rows = await page.locator("tbody tr td:first-child").allTextContents();
-    expect(rows).toEqual(["globex", "globex"]);
+    expect(rows).toEqual(["globex", "globex", "globex"]);
     await page.goto(`${readOnly.url}/runs?view=completed`);
     const completed = await page.locator("tbody tr").evaluateAll((r) => r.map((x) => x.getAttribute("data-key")));
     expect(completed).toEqual(["order-1001", "order-1001"]);
@@ -148,6 +152,101 @@ describe.skipIf(!existsSync(CHROMIUM))("idempo console in a browser", () => {
     await page.goto(`${readOnly.url}/runs/acme/${encodeURIComponent(SCRIPT_KEY)}`);
     expect(await page.locator("h1").first().textContent()).toBe(SCRIPT_KEY);
     expect(await page.evaluate(() => (globalThis as { __pwned?: number }).__pwned)).toBeUndefined();
+    await page.close();
+  });
+
+  it("the suspended page says what each run waits for and when it wakes", async () => {
+    const page = await open("/runs?view=suspended");
+    const cells = await page.locator("tbody tr").evaluateAll((rows) =>
+      rows.map((r) => {
+        const w = r.querySelector("td.waits-for");
+        return {
+          key: r.getAttribute("data-key"),
+          kind: w?.getAttribute("data-wait-kind"),
+          name: w?.getAttribute("data-wait-name"),
+          wakeAt: w?.getAttribute("data-wake-at"),
+          text: w?.textContent?.replace(/\s+/g, " ").trim(),
+        };
+      }),
+    );
+    const [sleeping, waiting] = await Promise.all([
+      engine.inspect("acme", "trial-1"),
+      engine.inspect("globex", "pay-1"),
+    ]);
+    expect(cells).toEqual([
+      {
+        key: "pay-1",
+        kind: "signal",
+        name: "confirmed",
+        wakeAt: waiting?.wakeAt?.toISOString(),
+        text: expect.stringMatching(/^signal confirmed wakes in 6d 23h · \d{4}-[\d-]+T[\d:]+Z$/),
+      },
+      {
+        key: "trial-1",
+        kind: "sleep",
+        name: "cool_off",
+        wakeAt: sleeping?.wakeAt?.toISOString(),
+        text: expect.stringMatching(/^sleep cool_off wakes in (\d+m|1h) · \d{4}-[\d-]+T[\d:]+Z$/),
+      },
+    ]);
+    expect(await page.locator("thead th", { hasText: "waits for" }).count()).toBe(1);
+    await shot(page, "suspended");
+    await page.close();
+  });
+
+  it("a sleeping run's timeline shows the sleep, as inspect records it, and the retry's 409", async () => {
+    const record = await engine.inspect("acme", "trial-1");
+    const page = await open("/runs/acme/trial-1");
+    const entries = await page
+      .locator("svg.timeline g[data-entry]")
+      .evaluateAll((gs) => gs.map((g) => [g.getAttribute("data-entry"), g.getAttribute("data-outcome")]));
+    expect(entries).toEqual(record?.history?.map((h) => [`${h.kind}:${h.name}:${h.attempt}`, h.outcome]));
+    expect(entries).toEqual([
+      ["phase:start:1", "succeeded"],
+      ["sleep:cool_off:1", "started"],
+    ]);
+    expect(await page.locator('g[data-entry="sleep:cool_off:1"] rect').getAttribute("fill")).toBe("#6366f1");
+    expect(await page.locator('g[data-entry="sleep:cool_off:1"]').textContent()).toContain("sleeping");
+    expect(await page.getByTestId("waits-for").textContent()).toBe("sleep cool_off");
+    expect(await page.getByTestId("wakes").textContent()).toMatch(/^in (\d+m|1h) at \S+Z$/);
+    expect(await page.getByTestId("forecast").textContent()).toMatch(
+      /^409 key_in_progress with retryAfterMs \d+ \((\d+m|1h)\): the sleep cool_off wakes at \S+Z; then a worker or the next retry resumes it after cool_off: next phase finish$/,
+    );
+    await page.close();
+  });
+
+  it("a run waiting for a signal: the wait in its timeline, the signal to send, and what the signal changes", async () => {
+    const page = await open("/runs/globex/pay-1");
+    const entries = await page
+      .locator("svg.timeline g[data-entry]")
+      .evaluateAll((gs) => gs.map((g) => [g.getAttribute("data-entry"), g.getAttribute("data-outcome")]));
+    expect(entries).toEqual([
+      ["phase:authorise:1", "succeeded"],
+      ["wait:confirmed:1", "started"],
+    ]);
+    expect(await page.locator('g[data-entry="wait:confirmed:1"]').textContent()).toContain("waiting for the signal");
+    expect(await page.getByTestId("waits-for").textContent()).toBe(
+      'signal confirmed · send it with engine.signal("globex", "pay-1", "confirmed", payload)',
+    );
+    expect(await page.getByTestId("forecast").textContent()).toContain("until the signal confirmed arrives");
+    await shot(page, "run-waiting");
+    await engine.signal("globex", "pay-1", "confirmed", { by: "provider" });
+    await page.reload();
+    expect(await page.getByTestId("waits-for").textContent()).toBe("signal confirmed (arrived)");
+    expect(await page.getByTestId("forecast").textContent()).toContain(
+      "the signal confirmed has arrived; merge its payload into state as confirmed, next phase capture",
+    );
+    const done = await engine.runOnce(payment, { tenantId: "globex", key: "pay-1", input: {} });
+    expect(done).toMatchObject({ status: 201, body: { captured: "auth_pay-1" } });
+    await page.reload();
+    const after = await page
+      .locator("svg.timeline g[data-entry]")
+      .evaluateAll((gs) => gs.map((g) => [g.getAttribute("data-entry"), g.getAttribute("data-outcome")]));
+    expect(after).toEqual([
+      ["phase:authorise:1", "succeeded"],
+      ["wait:confirmed:1", "succeeded"],
+      ["phase:capture:1", "succeeded"],
+    ]);
     await page.close();
   });
 

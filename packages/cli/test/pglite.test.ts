@@ -14,6 +14,7 @@ import { Kysely } from "kysely";
 import { PGliteDialect } from "kysely-pglite-dialect";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { checkout } from "./fixtures/checkout-workflow.ts";
+import { payment } from "./fixtures/durable-workflows.ts";
 import { idempo, jsonLines } from "./support/cli.ts";
 
 const parent = mkdtempSync(join(tmpdir(), "idempo-cli-pglite-"));
@@ -33,6 +34,10 @@ beforeAll(async () => {
       engine.runOnce(checkout, { tenantId: "acme", key: "order-1002", input: { amountCents: 4500 } }),
     ).rejects.toBeInstanceOf(CrashSignal);
     setFaultHook(engine, undefined);
+    // Two payments waiting for their confirmation; one of them has it.
+    await engine.runOnce(payment, { tenantId: "acme", key: "pay-1", input: {} });
+    await engine.runOnce(payment, { tenantId: "acme", key: "pay-2", input: {} });
+    await engine.signal("acme", "pay-2", "confirmed", { ok: true });
     const deadline = Date.now() + 30_000;
     while (((await engine.inspect("acme", "order-1002"))?.leaseRemainingMs ?? 0) >= 0) {
       if (Date.now() > deadline) throw new Error("the crashed run's lease did not run out");
@@ -52,6 +57,15 @@ describe("--pglite", () => {
     expect(res.code).toBe(0);
     expect(jsonLines(res.stdout)).toMatchObject([
       { tenantId: "acme", key: "order-1002", inDoubtStep: "charge", retry: { action: "take_over", attempt: 2 } },
+    ]);
+  });
+
+  it("lists suspended runs with what they wait for, and which signal arrived", async () => {
+    const res = await idempo(["keys", "list", "--status", "suspended", "--pglite", dir, "--json"], {}, 120_000);
+    expect(res.stderr).toBe("");
+    expect(jsonLines(res.stdout)).toMatchObject([
+      { key: "pay-2", waitingFor: { kind: "signal", name: "confirmed" }, signalDelivered: true },
+      { key: "pay-1", waitingFor: { kind: "signal", name: "confirmed" }, signalDelivered: false },
     ]);
   });
 

@@ -10,6 +10,7 @@ import { parseOptions, USAGE } from "./options.ts";
 import type { OwnedServer } from "./owned-server.ts";
 import { startOwnedServer } from "./owned-server.ts";
 import { details, passed, summaryLine } from "./report.ts";
+import { runDurable } from "./scenarios/durable-waits.ts";
 
 const log = (line: string) => process.stderr.write(`[torture] ${line}\n`);
 
@@ -41,13 +42,28 @@ async function main(): Promise<number> {
     log("using the given server; it will not be restarted");
   }
   try {
-    const report = await runTorture({
-      ...options,
-      faults: planFaults(options.faults),
-      serverUrl: options.databaseUrl ?? (server as OwnedServer).url,
-      server,
-      log,
-    });
+    const serverUrl = options.databaseUrl ?? (server as OwnedServer).url;
+    const main = await runTorture({ ...options, faults: planFaults(options.faults), serverUrl, server, log });
+    const report =
+      options.durableIntents === 0
+        ? main
+        : {
+            ...main,
+            durable: await runDurable({
+              serverUrl,
+              intents: options.durableIntents,
+              workers: Math.max(2, Math.min(options.workers, 4)),
+              kills: Math.max(4, Math.round(options.durableIntents / 4)),
+              killAllOnce: true,
+              deliveries: 3,
+              conflicts: Math.max(1, Math.round(options.durableIntents / 6)),
+              rolledBack: 3,
+              leaseMs: options.leaseMs,
+              maxSleepMs: 1_500,
+              seed: options.seed,
+              log,
+            }),
+          };
     for (const line of details(report)) log(line);
     process.stdout.write(`${summaryLine(report)}\n`);
     if (report.runs < report.target) log(`only ${report.runs} of ${report.target} runs fit in the time budget`);

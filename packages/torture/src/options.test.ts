@@ -10,6 +10,13 @@ describe("pnpm torture options", () => {
     expect(parseOptions(["--runs", "30", "--faults", "9"]).faults).toBe(9);
   });
 
+  it("runs the durable scenario after the main run unless told 0", () => {
+    expect(parseOptions([]).durableIntents).toBe(24);
+    expect(parseOptions(["--long"]).durableIntents).toBe(240);
+    expect(parseOptions(["--durable-intents", "0"]).durableIntents).toBe(0);
+    expect(() => parseOptions(["--durable-intents", "-1"])).toThrow("--durable-intents");
+  });
+
   it("owns its server unless given a URL", () => {
     expect(parseOptions([]).databaseUrl).toBeUndefined();
     expect(parseOptions(["--database-url", "postgres://h/db"]).databaseUrl).toBe("postgres://h/db");

@@ -18,10 +18,13 @@ export interface CliOptions {
   /** Use this server (never restarted) instead of starting one of our own. */
   readonly databaseUrl: string | undefined;
   readonly keepDatabase: boolean;
+  /** Intents of the durable scenario run after the main one; 0 skips it. */
+  readonly durableIntents: number;
 }
 
 export const USAGE = `usage: pnpm torture [--help] [--long] [--runs N] [--workers N] [--slots N] [--lease-ms MS]
                     [--faults N] [--budget-minutes M] [--seed N] [--database-url URL] [--keep-database]
+                    [--durable-intents N]
 
   --long               10 000 runs (Default: 1 000)
   --runs N             intents to run; overrides --long
@@ -34,7 +37,9 @@ export const USAGE = `usage: pnpm torture [--help] [--long] [--runs N] [--worker
   --seed N             seed of the driver's choices (Default: random, printed)
   --database-url URL   run on this server (a new database on it) instead of a throwaway server of
                        our own; the server is then never restarted
-  --keep-database      keep the run's database even when every check passed`;
+  --keep-database      keep the run's database even when every check passed
+  --durable-intents N  then the durable scenario: N runs that sleep and wait for a signal while
+                       workers are killed and signals race; 0 skips it (Default: 24, 240 with --long)`;
 
 function positive(name: string, value: string | undefined, fallback: number): number {
   if (value === undefined) return fallback;
@@ -60,6 +65,7 @@ export function parseOptions(argv: readonly string[]): CliOptions {
       seed: { type: "string" },
       "database-url": { type: "string" },
       "keep-database": { type: "boolean", default: false },
+      "durable-intents": { type: "string" },
     },
     strict: true,
   });
@@ -76,5 +82,7 @@ export function parseOptions(argv: readonly string[]): CliOptions {
     seed: positive("seed", values.seed, 1 + Math.floor(Math.random() * 2 ** 31)),
     databaseUrl: values["database-url"],
     keepDatabase: values["keep-database"] === true,
+    durableIntents:
+      values["durable-intents"] === "0" ? 0 : positive("durable-intents", values["durable-intents"], long ? 240 : 24),
   };
 }

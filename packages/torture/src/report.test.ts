@@ -42,6 +42,25 @@ describe("the summary line", () => {
     expect(passed({ ...report, lostIntents: 1 })).toBe(false);
     expect(passed({ ...report, otherViolations: 1 })).toBe(false);
     expect(passed({ ...report, runs: 9_999 })).toBe(false);
+    const durable = {
+      intents: 24,
+      kills: 9,
+      signalsSent: 76,
+      duplicateSignals: 48,
+      wokeByDelivery: 11,
+      conflictsRefused: 4,
+      clientAnswers: { accepted: 3, inProgress: 8, completed: 1 },
+      takeovers: 1,
+      duplicateEffects: 0,
+      lostIntents: 0,
+      signalsNotOnce: 0,
+      otherViolations: 0,
+      problems: [],
+      seconds: 15,
+    };
+    expect(passed({ ...report, durable })).toBe(true);
+    expect(passed({ ...report, durable: { ...durable, signalsNotOnce: 1 } })).toBe(false);
+    expect(passed({ ...report, durable: { ...durable, duplicateEffects: 1 } })).toBe(false);
   });
 
   it("prints the operator scenario's figures when it ran", () => {

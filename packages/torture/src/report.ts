@@ -1,5 +1,7 @@
 import type { ChaosCounters } from "./chaos.ts";
 import type { OperatorVerdict } from "./operator-scenario.ts";
+import type { DurableReport } from "./scenarios/durable-waits.ts";
+import { durablePassed, durableSummaryLine } from "./scenarios/durable-waits.ts";
 
 /** The outcome of one torture run. */
 export interface Report {
@@ -50,6 +52,8 @@ export interface Report {
   readonly problems: readonly string[];
   readonly seconds: number;
   readonly database: string;
+  /** The durable scenario (sleeps, signals, worker kills), when it ran: see `scenarios/durable-waits.ts`. */
+  readonly durable?: DurableReport;
 }
 
 /** True when nothing was duplicated, lost or otherwise broken, and every intent asked for ran. */
@@ -58,7 +62,8 @@ export function passed(report: Report): boolean {
     report.duplicateEffects === 0 &&
     report.lostIntents === 0 &&
     report.otherViolations === 0 &&
-    report.runs >= report.target
+    report.runs >= report.target &&
+    (report.durable === undefined || durablePassed(report.durable))
   );
 }
 
@@ -97,6 +102,10 @@ export function details(r: Report): string[] {
       `503 database_unavailable ${e.unavailable}, provider 503 after every retry ${e.providerUnavailable}`,
   );
   for (const u of r.unexpected) lines.push(`unexpected error ${u.code} x${u.count}, e.g. ${u.sample}`);
+  if (r.durable) {
+    lines.push(durableSummaryLine(r.durable));
+    for (const p of r.durable.problems.slice(0, 20)) lines.push(`durable violation: ${p}`);
+  }
   for (const p of r.problems.slice(0, 20)) lines.push(`violation: ${p}`);
   if (r.problems.length > 20) lines.push(`... and ${r.problems.length - 20} more`);
   return lines;

@@ -89,3 +89,14 @@ CREATE TABLE mailbox.deliveries (
   at            timestamptz NOT NULL DEFAULT clock_timestamp()
 );
 CREATE INDEX deliveries_by_message ON mailbox.deliveries (message_id);
+
+-- The durable scenario's captures: the confirmation nonce each capture saw,
+-- deliberately without a unique constraint (a signal merged twice, or a
+-- capture that committed twice, is a count of 2).
+CREATE TABLE shop.captures (
+  id         bigserial PRIMARY KEY,
+  tenant_id  text      NOT NULL,
+  key        text      NOT NULL,
+  nonce      text      NOT NULL
+);
+CREATE INDEX captures_by_key ON shop.captures (tenant_id, key);

@@ -6,6 +6,7 @@ import { sql } from "kysely";
 import { withDatabase } from "../connection.js";
 import { mintToken } from "../console/auth.js";
 import { startConsole } from "../console/server.js";
+import { deliveredSignals } from "../delivered-signals.js";
 import type { Io } from "../io.js";
 import { parsePort } from "../usage.js";
 
@@ -28,7 +29,7 @@ function untilStopped(): Promise<void> {
 export function registerConsole(program: Command, io: Io): void {
   program
     .command("console")
-    .description("serve a web console: stuck, parked and recent runs, run timelines, the outbox")
+    .description("serve a web console: stuck, parked, suspended and recent runs, run timelines, the outbox")
     .addOption(new Option("--host <address>", "address to listen on").default("127.0.0.1"))
     .addOption(new Option("--port <port>", "port to listen on (0 picks a free one)").default(4300).argParser(parsePort))
     .option(
@@ -46,12 +47,13 @@ Examples:
   $ idempo console --port 8080 --allow-actions`,
     )
     .action(async (opts: { host: string; port: number; allowActions?: boolean }, command: Command) => {
-      await withDatabase(command, async ({ engine, db }) => {
+      await withDatabase(command, async ({ engine, db, schema }) => {
         const token = opts.allowActions ? mintToken() : null;
         const server = await startConsole(
           {
             engine,
             token,
+            signals: (records) => deliveredSignals(db, schema, records),
             clock: async () => {
               const { rows } = await sql<{ now: Date }>`SELECT clock_timestamp() AS now`.execute(db);
               return rows[0]?.now ?? new Date();

@@ -3,7 +3,9 @@ import type { RunRecord } from "@idempo/core";
 import type { Command } from "commander";
 import { Option } from "commander";
 import { withDatabase } from "../connection.js";
-import { keyTable } from "../format/key-table.js";
+import { deliveredSignals, factsOf } from "../delivered-signals.js";
+import type { SuspensionFacts } from "../format/diagnosis.js";
+import { keyTable, suspendedTable } from "../format/key-table.js";
 import { keyJson } from "../format/record-json.js";
 import type { Io } from "../io.js";
 import { forEachKeyPage } from "../key-pages.js";
@@ -44,12 +46,13 @@ export function registerKeysList(keys: Command, io: Io): void {
 Examples:
   $ idempo keys list --tenant acme
   $ idempo keys list --status in_flight --older-than 10m
+  $ idempo keys list --status suspended       # what each waits for, when it wakes
   $ idempo keys list --workflow checkout --all --json | jq -r .key`,
     )
     .action(async (opts: ListOptions, command: Command) => {
       if (opts.stuck && opts.status !== undefined && opts.status !== "in_flight")
         usageError(command, `--stuck lists in-flight keys; drop --status ${opts.status}`);
-      await withDatabase(command, async ({ engine, now }) => {
+      await withDatabase(command, async ({ engine, db, schema, now }) => {
         let count = 0;
         const query = {
           ...(opts.tenant !== undefined ? { tenantId: opts.tenant } : {}),
@@ -60,12 +63,15 @@ Examples:
         };
         const paging = { limit: opts.limit, all: opts.all === true, ...(opts.cursor ? { cursor: opts.cursor } : {}) };
         const printed: RunRecord[] = [];
-        const { nextCursor } = await forEachKeyPage(engine, query, paging, now, (items) => {
+        const facts = new Map<RunRecord, SuspensionFacts>();
+        const { nextCursor } = await forEachKeyPage(engine, query, paging, now, async (items) => {
           count += items.length;
+          const found = await deliveredSignals(db, schema, items);
+          for (const r of items) facts.set(r, factsOf(found, r));
           if (opts.json)
             printJsonLines(
               io,
-              items.map((r) => keyJson(r, now)),
+              items.map((r) => keyJson(r, now, facts.get(r))),
             );
           else printed.push(...items);
         });
@@ -77,7 +83,12 @@ Examples:
           io.out("no keys match\n");
           return;
         }
-        io.out(keyTable(printed, now, io.paint));
+        const factsFor = (r: RunRecord) => facts.get(r) ?? {};
+        io.out(
+          opts.status === "suspended"
+            ? suspendedTable(printed, now, io.paint, factsFor)
+            : keyTable(printed, now, io.paint, factsFor),
+        );
         const more = nextCursor ? `; next page: --cursor ${nextCursor}` : "";
         io.out(io.paint("dim", `${plural(count, "key")}${more}\n`));
       });

@@ -2,12 +2,13 @@
 import type { RunRecord } from "@idempo/core";
 import type { Command } from "commander";
 import { withDatabase } from "../connection.js";
+import { deliveredSignals, factsOf } from "../delivered-signals.js";
 import { OperationalError } from "../errors.js";
 import type { Paint } from "../format/colour.js";
-import type { Diagnosis } from "../format/diagnosis.js";
-import { definitionItems, describeRetry, diagnose, iso, waitingLabel } from "../format/diagnosis.js";
+import type { Diagnosis, SuspensionFacts } from "../format/diagnosis.js";
+import { definitionItems, describeRetry, diagnose, iso, signalCall, wakeTime } from "../format/diagnosis.js";
 import { formatDuration } from "../format/duration.js";
-import { leaseLabel, statusLabel } from "../format/key-table.js";
+import { leaseLabel, statusLabel, waitsForLabel } from "../format/key-table.js";
 import { keyDetailJson } from "../format/record-json.js";
 import { TABLE_WIDTH } from "../format/table.js";
 import { timelineTable } from "../format/timeline.js";
@@ -28,27 +29,52 @@ function field(paint: Paint, name: string, value: string): string {
   return `${wrap(value, TABLE_WIDTH, label, " ".repeat(17)).join("\n")}\n`;
 }
 
-/** The definition with the progress marked: done ✓, in doubt ?, next ›. */
+/** The definition with the progress marked: done ✓, in doubt ?, next ›, suspended in … (a sleep or a wait). */
 function outline(record: RunRecord, d: Diagnosis): string {
   const items = definitionItems(record);
   const doneUntil = record.recoveryPoint === null ? -1 : items.findIndex((i) => i.name === record.recoveryPoint);
   return items
     .map((item, i) => {
       const mark =
-        record.status === "completed" || i <= doneUntil
-          ? "✓"
-          : d.inDoubt?.name === item.name
-            ? "?"
-            : d.next?.name === item.name
-              ? "›"
-              : " ";
+        record.status === "suspended" && record.waitingFor?.name === item.name
+          ? "…"
+          : record.status === "completed" || i <= doneUntil
+            ? "✓"
+            : d.inDoubt?.name === item.name
+              ? "?"
+              : d.next?.name === item.name
+                ? "›"
+                : " ";
       return `${mark} ${item.kind} ${item.name}`;
     })
     .join("  ");
 }
 
+/** The `waits for` line of a suspended run: the item, and for a signal the call that sends it. */
+function waitsFor(record: RunRecord, facts: SuspensionFacts): string {
+  const w = record.waitingFor;
+  if (w === null) return "a worker: enqueued, not started yet";
+  if (w.kind === "sleep") return `sleep ${w.name}`;
+  if (facts.signalDelivered) return `${waitsForLabel(record, facts)}: a worker or a retry merges it now`;
+  return `signal ${w.name}: send it with ${signalCall(record, w.name)}`;
+}
+
+/** The `wakes` line: relative and absolute on the database clock, and what the time is. */
+function wakes(record: RunRecord, now: Date, facts: SuspensionFacts): string {
+  if (record.wakeAt === null) return "when the signal arrives (no timeout)";
+  const what =
+    record.waitingFor === null
+      ? "due since enqueued"
+      : record.waitingFor.kind === "sleep"
+        ? "end of the sleep"
+        : facts.signalDelivered
+          ? "when the signal arrived"
+          : "the wait's timeout";
+  return `${wakeTime(record.wakeAt, now)}: ${what}`;
+}
+
 /** The human view of one key. */
-function render(io: Io, record: RunRecord, d: Diagnosis, now: Date, opts: ShowOptions): void {
+function render(io: Io, record: RunRecord, d: Diagnosis, now: Date, opts: ShowOptions, facts: SuspensionFacts): void {
   const p = io.paint;
   const age = formatDuration(now.getTime() - record.createdAt.getTime());
   io.out(
@@ -61,9 +87,9 @@ function render(io: Io, record: RunRecord, d: Diagnosis, now: Date, opts: ShowOp
   io.out(field(p, "recovery point", record.recoveryPoint ?? "none yet (nothing committed)"));
   io.out(field(p, "attempts", String(record.attempt)));
   if (record.status === "suspended") {
-    io.out(field(p, "waiting for", waitingLabel(record, now)));
-  }
-  if (record.status === "in_flight") {
+    io.out(field(p, "waits for", waitsFor(record, facts)));
+    io.out(field(p, "wakes", wakes(record, now, facts)));
+  } else if (record.status === "in_flight") {
     io.out(field(p, "lease", leaseLabel(record)));
     io.out(field(p, "owner token", record.ownerToken ?? "-"));
   } else if (record.response) {
@@ -85,7 +111,7 @@ function render(io: Io, record: RunRecord, d: Diagnosis, now: Date, opts: ShowOp
   if (history.length === 0) io.out("  nothing started yet\n");
   else {
     const live = record.status === "in_flight" && (record.leaseRemainingMs ?? 0) > 0;
-    for (const line of timelineTable(history, now, live, p, TABLE_WIDTH - 2)
+    for (const line of timelineTable(history, now, live, p, TABLE_WIDTH - 2, record.status === "suspended")
       .trimEnd()
       .split("\n")) {
       io.out(`  ${line}\n`);
@@ -129,24 +155,24 @@ export function registerKeysShow(keys: Command, io: Io): void {
 Examples:
   $ idempo keys show acme order-1002
   $ idempo keys show acme order-1002 --json | jq .retry
-  $ idempo keys show acme order-1001 --show-response`,
+  $ idempo keys show acme order-1001 --show-response
+  $ idempo keys show acme order-3001 --json | jq .waitingFor   # a suspended run`,
     )
     .action(async (tenant: string, key: string, opts: ShowOptions, command: Command) => {
-      await withDatabase(command, async ({ engine, now }) => {
+      await withDatabase(command, async ({ engine, db, schema, now }) => {
         const record = await engine.inspect(tenant, key);
         if (!record)
           throw new OperationalError(
             `no record for key '${visible(key)}' in tenant '${visible(tenant)}' (never used, swept or deleted)`,
           );
-        const d = diagnose(record, now);
+        const facts = factsOf(await deliveredSignals(db, schema, [record]), record);
+        const d = diagnose(record, now, facts);
         if (opts.json) {
-          printJson(
-            io,
-            keyDetailJson(record, d, now, { state: opts.showState === true, response: opts.showResponse === true }),
-          );
+          const show = { state: opts.showState === true, response: opts.showResponse === true };
+          printJson(io, keyDetailJson(record, d, now, show, facts));
           return;
         }
-        render(io, record, d, now, opts);
+        render(io, record, d, now, opts, facts);
       });
     });
 }

@@ -4,12 +4,14 @@
  * ids, keys, state and error texts are client input and are shown as text.
  * Verbs exist only when the console was started with actions allowed.
  */
-import type { Engine, ListKeysOptions } from "@idempo/core";
+import type { Engine, ListKeysOptions, RunRecord } from "@idempo/core";
 import { IdempoError } from "@idempo/core";
 import type { Context } from "hono";
 import { Hono } from "hono";
 import { getCookie, setCookie } from "hono/cookie";
 import { html } from "hono/html";
+import { factsOf } from "../delivered-signals.js";
+import type { SuspensionFacts } from "../format/diagnosis.js";
 import { TOKEN_COOKIE, tokenMatches } from "./auth.js";
 import { confirmPage } from "./confirm-page.js";
 import { page, stylesheet } from "./layout.js";
@@ -25,6 +27,11 @@ export interface ConsoleContext {
   readonly engine: Engine;
   /** The database clock now: leases and ages are shown on it. */
   readonly clock: () => Promise<Date>;
+  /**
+   * Which awaited signals of these records have arrived, by tenant and key
+   * (see `deliveredSignals`): a due wait's retry merges the signal or times out.
+   */
+  readonly signals: (records: readonly RunRecord[]) => Promise<ReadonlyMap<string, SuspensionFacts>>;
   /** The action token; `null` = read-only console (no verbs at all). */
   readonly token: string | null;
   /** Where an unexpected error of a request goes (the page itself says only that one happened). */
@@ -74,10 +81,12 @@ export function consoleApp(ctx: ConsoleContext): Hono {
       ...(cursor ? { cursor } : {}),
     };
     const [result, now] = await Promise.all([ctx.engine.listKeys(filter), ctx.clock()]);
+    const signals = await ctx.signals(result.items);
     const next = result.nextCursor
       ? `/runs?${new URLSearchParams({ view, tenant, workflow, cursor: result.nextCursor }).toString()}`
       : null;
-    const body = runsPage({ view, tenant, workflow, items: result.items, nextHref: next, now });
+    const facts = (r: RunRecord) => factsOf(signals, r);
+    const body = runsPage({ view, tenant, workflow, items: result.items, nextHref: next, now, facts });
     return c.html(page(VIEWS[view].title, `/runs?view=${view}`, body));
   });
 
@@ -86,9 +95,10 @@ export function consoleApp(ctx: ConsoleContext): Hono {
     const [record, now] = await Promise.all([ctx.engine.inspect(tenant, key), ctx.clock()]);
     if (!record)
       return c.html(page("Not found", "", html`<h1>No record</h1><p>No key ${key} in tenant ${tenant}.</p>`), 404);
+    const facts = factsOf(await ctx.signals([record]), record);
     const done = c.req.query("done");
     const verb = done ? runAction(done) : undefined;
-    return c.html(page(key, "", runPage(record, now, actions), verb ? `${verb.label}: done.` : undefined));
+    return c.html(page(key, "", runPage(record, now, actions, facts), verb ? `${verb.label}: done.` : undefined));
   });
 
   app.get("/outbox", async (c) => {

@@ -5,19 +5,37 @@
  */
 import type { RunRecord } from "@idempo/core";
 import { html } from "hono/html";
-import { describeRetry, diagnose, iso } from "../format/diagnosis.js";
+import type { SuspensionFacts } from "../format/diagnosis.js";
+import { describeRetry, diagnose, iso, signalCall, wakeTime } from "../format/diagnosis.js";
 import { formatDuration, formatLease } from "../format/duration.js";
+import { waitsForLabel } from "../format/key-table.js";
 import { badge } from "./layout.js";
 import { actionPath } from "./paths.js";
 import { RUN_ACTIONS } from "./run-actions.js";
 import { displayStatus } from "./runs-page.js";
-import { timeline } from "./timeline.js";
+import { entryOutcome, timeline } from "./timeline.js";
 
 const json = (value: unknown) => JSON.stringify(value, null, 2);
 
-/** The run page body; `allowActions` decides whether verb buttons appear at all. */
-export function runPage(record: RunRecord, now: Date, allowActions: boolean) {
-  const d = diagnose(record, now);
+/** The rows a suspended run adds to the details: what it waits for, and when it wakes. */
+function suspensionRows(record: RunRecord, now: Date, facts: SuspensionFacts) {
+  if (record.status !== "suspended") return "";
+  const w = record.waitingFor;
+  const send =
+    w?.kind === "signal" && !facts.signalDelivered
+      ? html` · send it with <code>${signalCall(record, w.name)}</code>`
+      : "";
+  return html`<tr><th>waits for</th><td data-testid="waits-for">${waitsForLabel(record, facts)}${send}</td></tr>
+    <tr><th>wakes</th><td data-testid="wakes">${record.wakeAt ? wakeTime(record.wakeAt, now) : "when the signal arrives (no timeout)"}</td></tr>`;
+}
+
+/**
+ * The run page body; `allowActions` decides whether verb buttons appear at
+ * all; `facts` says whether a suspended run's awaited signal has arrived.
+ */
+export function runPage(record: RunRecord, now: Date, allowActions: boolean, facts: SuspensionFacts = {}) {
+  const d = diagnose(record, now, facts);
+  const suspended = record.status === "suspended";
   const history = record.history ?? [];
   const actions = allowActions ? RUN_ACTIONS.filter((a) => a.applies(record)) : [];
   return html`<hgroup>
@@ -57,6 +75,7 @@ export function runPage(record: RunRecord, now: Date, allowActions: boolean) {
         <tr><th>attempts</th><td>${record.attempt}</td></tr>
         <tr><th>owner token</th><td><code>${record.ownerToken ?? "—"}</code></td></tr>
         <tr><th>lease</th><td>${record.status === "in_flight" ? formatLease(record.leaseRemainingMs ?? 0) : "—"}</td></tr>
+        ${suspensionRows(record, now, facts)}
         <tr><th>definition</th><td>${record.definition.join(" → ")}</td></tr>
         <tr><th>created</th><td>${iso(record.createdAt)}</td></tr>
         <tr><th>updated</th><td>${iso(record.updatedAt)}</td></tr>
@@ -64,14 +83,20 @@ export function runPage(record: RunRecord, now: Date, allowActions: boolean) {
       </tbody>
     </table>
     <h2>Timeline</h2>
-    ${timeline(history, now)}
+    ${timeline(history, now, suspended)}
     <table data-testid="history">
       <thead><tr><th>kind</th><th>name</th><th>attempt</th><th>outcome</th><th>took</th><th>derived key</th><th>error</th></tr></thead>
       <tbody>
         ${history.map(
           (h) => html`<tr>
-          <td>${h.kind}</td><td>${h.name}</td><td>${h.attempt}</td><td>${h.outcome}</td>
-          <td>${h.finishedAt ? formatDuration(h.finishedAt.getTime() - h.startedAt.getTime()) : "—"}</td>
+          <td>${h.kind}</td><td>${h.name}</td><td>${h.attempt}</td><td>${entryOutcome(h, suspended)}</td>
+          <td>${
+            h.finishedAt
+              ? formatDuration(h.finishedAt.getTime() - h.startedAt.getTime())
+              : suspended && (h.kind === "sleep" || h.kind === "wait")
+                ? `${formatDuration(now.getTime() - h.startedAt.getTime())} so far`
+                : "—"
+          }</td>
           <td>${h.derivedKey ? html`<code>${h.derivedKey}</code>` : "—"}</td><td>${h.error ?? ""}</td>
         </tr>`,
         )}

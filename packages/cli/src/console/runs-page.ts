@@ -1,7 +1,10 @@
 /** The list pages: stuck, in flight, recent and completed runs, filtered by tenant and workflow. */
 import type { ListKeysOptions, RunRecord } from "@idempo/core";
 import { html } from "hono/html";
+import type { SuspensionFacts } from "../format/diagnosis.js";
+import { iso } from "../format/diagnosis.js";
 import { formatDuration, formatLease } from "../format/duration.js";
+import { waitsForLabel, wakesLabel } from "../format/key-table.js";
 import { badge } from "./layout.js";
 import { runPath } from "./paths.js";
 
@@ -24,10 +27,22 @@ export function displayStatus(record: RunRecord): string {
   return record.status;
 }
 
-/** The lease or age column. */
-function leaseCell(record: RunRecord): string {
+/** The lease column: time left in flight, when a suspended run wakes, or past retention. */
+function leaseCell(record: RunRecord, now: Date): string {
   if (record.status === "in_flight") return formatLease(record.leaseRemainingMs ?? 0);
+  if (record.status === "suspended") return `wakes ${wakesLabel(record, now)}`;
   return record.expired ? "past retention" : "";
+}
+
+/** The "waits for" cell of the suspended view: kind and name, then the wake-up time, relative and absolute. */
+function waitsForCell(record: RunRecord, now: Date, facts: SuspensionFacts) {
+  const w = record.waitingFor;
+  const when = record.wakeAt
+    ? html`wakes ${wakesLabel(record, now)} · <time datetime="${record.wakeAt.toISOString()}">${iso(record.wakeAt)}</time>`
+    : html`wakes on the signal (no timeout)`;
+  return html`<td class="waits-for" data-wait-kind="${w?.kind ?? "enqueued"}" data-wait-name="${w?.name ?? ""}"
+      data-wake-at="${record.wakeAt?.toISOString() ?? ""}">
+      <strong>${waitsForLabel(record, facts)}</strong> <br /><small>${when}</small></td>`;
 }
 
 /** The list page body. */
@@ -38,8 +53,11 @@ export function runsPage(options: {
   items: readonly RunRecord[];
   nextHref: string | null;
   now: Date;
+  /** What `deliveredSignals` found for a record (whether its awaited signal arrived). */
+  facts: (record: RunRecord) => SuspensionFacts;
 }) {
-  const { view, tenant, workflow, items, now } = options;
+  const { view, tenant, workflow, items, now, facts } = options;
+  const suspendedView = view === "suspended";
   return html`<h1>${VIEWS[view].title}</h1>
     <form method="get" action="/runs" role="search">
       <input type="hidden" name="view" value="${view}" />
@@ -54,7 +72,7 @@ export function runsPage(options: {
         ? html`<p>No runs match.</p>`
         : html`<table>
       <thead><tr><th>tenant</th><th>key</th><th>workflow</th><th>status</th><th>recovery point</th>
-        <th>attempt</th><th>lease</th><th>updated</th></tr></thead>
+        <th>attempt</th>${suspendedView ? html`<th>waits for</th>` : html`<th>lease</th>`}<th>updated</th></tr></thead>
       <tbody>
         ${items.map(
           (r) => html`<tr data-key="${r.key}">
@@ -64,7 +82,7 @@ export function runsPage(options: {
           <td>${badge(displayStatus(r))}</td>
           <td>${r.recoveryPoint ?? "—"}</td>
           <td>${r.attempt}</td>
-          <td>${leaseCell(r)}</td>
+          ${suspendedView ? waitsForCell(r, now, facts(r)) : html`<td>${leaseCell(r, now)}</td>`}
           <td>${formatDuration(now.getTime() - r.updatedAt.getTime())} ago</td>
         </tr>`,
         )}

@@ -21,9 +21,22 @@ const COLOURS: Record<HistoryEntry["outcome"], string> = {
   interrupted: "#9ca3af",
 };
 
-/** The SVG timeline of `history`; `now` (DB clock) ends entries that have not finished. */
-export function timeline(history: readonly HistoryEntry[], now: Date) {
-  if (history.length === 0) return html`<p>No phase or step has started yet.</p>`;
+/** What a history entry's outcome reads as: a sleep or wait still open is where a suspended run waits. */
+export function entryOutcome(h: { kind: string; outcome: string }, suspended: boolean): string {
+  if (h.outcome !== "started" || (h.kind !== "sleep" && h.kind !== "wait")) return h.outcome;
+  if (!suspended) return "resuming";
+  return h.kind === "sleep" ? "sleeping" : "waiting for the signal";
+}
+
+/** A sleep or wait the run is suspended in: drawn in its own colour, up to now. */
+const SUSPENDED_COLOUR = "#6366f1";
+
+/**
+ * The SVG timeline of `history`; `now` (DB clock) ends entries that have
+ * not finished; `suspended` says the run waits in its open sleep or wait.
+ */
+export function timeline(history: readonly HistoryEntry[], now: Date, suspended = false) {
+  if (history.length === 0) return html`<p>No phase, step, sleep or wait has started yet.</p>`;
   const end = (h: HistoryEntry) => (h.finishedAt ?? now).getTime();
   const t0 = Math.min(...history.map((h) => h.startedAt.getTime()));
   const t1 = Math.max(t0 + 1, ...history.map(end));
@@ -35,11 +48,13 @@ export function timeline(history: readonly HistoryEntry[], now: Date) {
     const y = i * ROW + 4;
     const took = formatDuration(end(h) - h.startedAt.getTime());
     const label = `${h.kind} ${h.name} · attempt ${h.attempt}`;
+    const shown = entryOutcome(h, suspended);
+    const waiting = shown !== h.outcome;
     return html`<g data-entry="${h.kind}:${h.name}:${h.attempt}" data-outcome="${h.outcome}">
       <text x="0" y="${y + 15}">${label}</text>
       <rect x="${x.toFixed(1)}" y="${y}" width="${width.toFixed(1)}" height="${ROW - 8}" rx="3"
-        fill="${COLOURS[h.outcome]}"><title>${label}: ${h.outcome}, ${took}</title></rect>
-      <text x="${Math.min(x + width + 6, LABEL_WIDTH + BAR_WIDTH - 60).toFixed(1)}" y="${y + 15}">${h.outcome} ${took}</text>
+        fill="${waiting ? SUSPENDED_COLOUR : COLOURS[h.outcome]}"><title>${label}: ${shown}, ${took}</title></rect>
+      <text x="${Math.min(x + width + 6, LABEL_WIDTH + BAR_WIDTH - 60).toFixed(1)}" y="${y + 15}">${waiting ? (h.kind === "sleep" ? "sleeping" : "waiting") : h.outcome} ${took}</text>
     </g>`;
   });
   return html`<svg class="timeline" role="img" aria-label="timeline of phases and steps"

@@ -60,11 +60,18 @@ describe("diagnosis: what a retry will really do", () => {
     });
     const d = diagnose(sleeping, now);
     expect(d.condition).toBe("suspended");
-    expect(d.stoppedAt).toBe(
-      "suspended at recovery point create_order: sleep grace (wakes at 2026-12-01T11:00:00Z (in 1h))",
+    expect(d.stoppedAt).toBe("sleeping in sleep grace, wakes in 1h at 2026-12-01T11:00:00Z");
+    expect(d.retry).toEqual({
+      action: "suspended",
+      kind: "sleep",
+      name: "grace",
+      until: at(3600),
+      retryAfterMs: 3_600_000,
+      resumeAfter: "create_order",
+    });
+    expect(describeRetry(sleeping, d)).toMatch(
+      /^409 key_in_progress with retryAfterMs 3600000 \(1h\): the sleep grace wakes at 2026-12-01T11:00:00Z/,
     );
-    expect(d.retry).toEqual({ action: "resume", due: false, wakeAt: at(3600), resumeAfter: "create_order" });
-    expect(describeRetry(sleeping, d)).toMatch(/^409 key_in_progress until 2026-12-01T11:00:00Z/);
 
     const waiting = record({
       status: "suspended",
@@ -74,12 +81,14 @@ describe("diagnosis: what a retry will really do", () => {
       wakeAt: null,
     });
     expect(diagnose(waiting, now).stoppedAt).toMatch(/signal confirmed \(no timeout\)$/);
-    expect(describeRetry(waiting, diagnose(waiting, now))).toMatch(/until its signal arrives/);
+    expect(describeRetry(waiting, diagnose(waiting, now))).toMatch(/until the signal confirmed arrives/);
 
     const enqueued = record({ status: "suspended", recoveryPoint: null, attempt: 0, wakeAt: at(-5) });
     const e = diagnose(enqueued, now);
-    expect(e.stoppedAt).toMatch(/enqueued, not started yet \(due since/);
-    expect(describeRetry(enqueued, e)).toMatch(/^resume it after the start/);
+    expect(e.stoppedAt).toMatch(/^enqueued, not started by a worker yet, due since/);
+    expect(describeRetry(enqueued, e)).toMatch(
+      /^take the run and resume it here as attempt 1 .*: next phase create_order$/,
+    );
   });
 
   it("a stuck run whose last crash left work: take over and resume", () => {
@@ -116,5 +125,53 @@ describe("diagnosis: what a retry will really do", () => {
     expect(text).toMatch(/heartbeat/);
     expect(text).not.toMatch(/; then take over/);
     expect(text).toMatch(/only once .*stops/);
+  });
+});
+
+describe("diagnosis: suspended runs", () => {
+  const suspended = (over: Partial<RunRecord>) =>
+    record({
+      status: "suspended",
+      ownerToken: null,
+      leaseRemainingMs: null,
+      definition: ["phase:authorise", "wait:confirmed", "phase:capture"],
+      recoveryPoint: "authorise",
+      history: [
+        entry({ name: "authorise" }),
+        entry({ kind: "wait", name: "confirmed", outcome: "started", finishedAt: null }),
+      ],
+      ...over,
+    });
+
+  it("a wait not due is a 409 until its timeout, naming the signal to send", () => {
+    const r = suspended({ waitingFor: { kind: "signal", name: "confirmed", until: at(60) }, wakeAt: at(60) });
+    const d = diagnose(r, now, { signalDelivered: false });
+    expect(d.condition).toBe("suspended");
+    expect(d.retry).toEqual({
+      action: "suspended",
+      kind: "signal",
+      name: "confirmed",
+      until: at(60),
+      retryAfterMs: 60_000,
+      resumeAfter: "authorise",
+    });
+    expect(describeRetry(r, d)).toContain('engine.signal("acme", "order-1", "confirmed", payload)');
+  });
+
+  it("a due wait resumes, and says whether the signal came or the timeout passed", () => {
+    const r = suspended({ waitingFor: { kind: "signal", name: "confirmed", until: at(-1) }, wakeAt: at(-1) });
+    expect(diagnose(r, now, { signalDelivered: true }).retry).toMatchObject({
+      action: "resume",
+      because: "signal_delivered",
+      next: { kind: "wait", name: "confirmed" },
+    });
+    expect(diagnose(r, now, { signalDelivered: false }).retry).toMatchObject({ because: "timed_out" });
+    expect(diagnose(r, now).retry).toMatchObject({ because: "signal_or_timeout" });
+  });
+
+  it("a suspended run is never read as stuck, whatever its (absent) lease says", () => {
+    const r = suspended({ waitingFor: { kind: "sleep", name: "confirmed", until: at(5) }, wakeAt: at(5) });
+    expect(diagnose(r, now).condition).toBe("suspended");
+    expect(diagnose(r, now).retry.action).not.toBe("take_over");
   });
 });

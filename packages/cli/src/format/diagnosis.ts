@@ -7,10 +7,23 @@
 import type { HistoryEntry, RunRecord } from "@idempo/core";
 import { formatDuration, formatLease } from "./duration.js";
 
-/** One phase or step of the workflow definition the run started under. */
+/** One item (phase, step, sleep or wait for a signal) of the workflow definition the run started under. */
 export interface Item {
-  readonly kind: "phase" | "step";
+  readonly kind: "phase" | "step" | "sleep" | "wait";
   readonly name: string;
+}
+
+/**
+ * Why a due suspended run is takeable: it was enqueued and never started,
+ * its sleep is over, the signal it waits for was delivered, its wait timed
+ * out, or (when whether the signal came is not known) one of the last two.
+ */
+type DueBecause = "enqueued" | "slept" | "signal_delivered" | "timed_out" | "signal_or_timeout";
+
+/** Facts about a suspended run that its record alone does not carry. */
+export interface SuspensionFacts {
+  /** A signal wait: whether the signal it waits for was delivered (`undefined`: not looked up). */
+  readonly signalDelivered?: boolean;
 }
 
 /** What the next call with the same key and payload gets. */
@@ -40,13 +53,28 @@ export type RetryAction =
   /** Parked: every call gets RunParkedError until an operator unparks, retries from an item, or cancels. */
   | { readonly action: "parked"; readonly reason: string }
   /**
-   * Suspended: 409 until `wakeAt` (or until a signal, when `wakeAt` is null),
-   * then the retry (or a worker) resumes it after `resumeAfter`; `due`: that time has passed.
+   * Suspended and due: the retry takes the run and resumes it in the caller
+   * (unless a worker gets there first); not a new attempt.
    */
   | {
       readonly action: "resume";
-      readonly due: boolean;
-      readonly wakeAt: Date | null;
+      readonly attempt: number;
+      readonly resumeAfter: string | null;
+      /** The item the run executes first: the wait itself for a signal wait, else the item after the recovery point. */
+      readonly next: Item | null;
+      readonly because: DueBecause;
+    }
+  /**
+   * Suspended and not due: 409 `key_in_progress`. `retryAfterMs` is the time
+   * to the wake-up; `null` when none is known (a signal wait without
+   * timeout: the engine answers with the workflow's lease length then).
+   */
+  | {
+      readonly action: "suspended";
+      readonly kind: "sleep" | "signal";
+      readonly name: string;
+      readonly until: Date | null;
+      readonly retryAfterMs: number | null;
       readonly resumeAfter: string | null;
     };
 
@@ -54,10 +82,11 @@ export type RetryAction =
 export interface Diagnosis {
   /**
    * `completed`, `expired` (completed, past retention), `running` (live lease),
-   * `stuck` (lease expired), `parked` (the engine stopped trying it) or
-   * `suspended` (waiting for a time or a signal, no owner).
+   * `stuck` (lease expired), `parked` (the engine stopped trying it),
+   * `suspended` (waiting for a time or a signal) or `due` (suspended, and a
+   * worker or a retry may resume it now).
    */
-  readonly condition: "completed" | "expired" | "running" | "stuck" | "parked" | "suspended";
+  readonly condition: "completed" | "expired" | "running" | "stuck" | "parked" | "suspended" | "due";
   /** The phase or step the run will do next; `null` when completed or nothing is left. */
   readonly next: Item | null;
   /** A step that started and never recorded a result: its call may have reached the other system. */
@@ -73,7 +102,8 @@ export interface Diagnosis {
 export function definitionItems(record: RunRecord): Item[] {
   return record.definition.map((entry) => {
     const at = entry.indexOf(":");
-    const kind = entry.slice(0, at) === "step" ? "step" : "phase";
+    const prefix = entry.slice(0, at);
+    const kind = prefix === "step" || prefix === "sleep" || prefix === "wait" ? prefix : "phase";
     return { kind, name: entry.slice(at + 1) };
   });
 }
@@ -88,8 +118,11 @@ function nextItem(record: RunRecord): Item | null {
 
 const label = (item: Item) => `${item.kind} ${item.name}`;
 
-/** Diagnose a record; `now` is the database clock the record was read at. */
-export function diagnose(record: RunRecord, now: Date): Diagnosis {
+/**
+ * Diagnose a record; `now` is the database clock the record was read at.
+ * `facts` completes a suspended run's picture (see {@link SuspensionFacts}).
+ */
+export function diagnose(record: RunRecord, now: Date, facts: SuspensionFacts = {}): Diagnosis {
   const history = record.history ?? [];
   const latest = history.at(-1) ?? null;
   if (record.status === "completed") {
@@ -115,19 +148,7 @@ export function diagnose(record: RunRecord, now: Date): Diagnosis {
       retry: { action: "parked", reason },
     };
   }
-  if (record.status === "suspended") {
-    const point =
-      record.recoveryPoint === null ? "before the first recovery point" : `at recovery point ${record.recoveryPoint}`;
-    const due = record.wakeAt !== null && record.wakeAt.getTime() <= now.getTime();
-    return {
-      condition: "suspended",
-      next,
-      inDoubt: null,
-      failure: null,
-      stoppedAt: `suspended ${point}: ${waitingLabel(record, now)}`,
-      retry: { action: "resume", due, wakeAt: record.wakeAt, resumeAfter: record.recoveryPoint },
-    };
-  }
+  if (record.status === "suspended") return diagnoseSuspended(record, now, next, facts);
   const inDoubt = latest?.kind === "step" && latest.outcome === "started" ? latest : null;
   const failure = latest?.outcome === "failed" && latest.attempt === record.attempt ? latest : null;
   const point =
@@ -169,6 +190,109 @@ export function diagnose(record: RunRecord, now: Date): Diagnosis {
   };
 }
 
+/** How long until `date`, on the database clock `now` (negative: that long ago). */
+function msUntil(date: Date, now: Date): number {
+  return date.getTime() - now.getTime();
+}
+
+/** `in 5m at 2026-12-01T10:05:00Z`, or `5m ago at …` for a time passed. */
+function whenLabel(date: Date, now: Date): string {
+  const ms = msUntil(date, now);
+  return ms > 0 ? `in ${formatDuration(ms)} at ${iso(date)}` : `${formatDuration(ms)} ago at ${iso(date)}`;
+}
+
+/** When a suspended run wakes: `in 5m at …`, or `due for 3s, since …` once the time has passed. */
+export function wakeTime(date: Date, now: Date): string {
+  const ms = msUntil(date, now);
+  return ms > 0 ? `in ${formatDuration(ms)} at ${iso(date)}` : `due for ${formatDuration(ms)}, since ${iso(date)}`;
+}
+
+/** {@link wakeTime} as a phrase: `wakes in 5m at …`, or `due for 3s, since …`. */
+export function wakeLabel(date: Date, now: Date): string {
+  return msUntil(date, now) > 0 ? `wakes ${wakeTime(date, now)}` : wakeTime(date, now);
+}
+
+/** The state of a signal wait in words: its timeout, or that it is due and why. */
+function signalWaitState(wakeAt: Date | null, due: boolean, facts: SuspensionFacts, now: Date): string {
+  if (facts.signalDelivered === true) return `the signal has arrived${wakeAt ? `, due since ${iso(wakeAt)}` : ""}`;
+  if (wakeAt === null) return "no timeout";
+  if (!due) return `times out ${whenLabel(wakeAt, now)}`;
+  if (facts.signalDelivered === false) return `timed out ${whenLabel(wakeAt, now)}`;
+  return `due since ${iso(wakeAt)}: the signal arrived or the wait timed out`;
+}
+
+/** Why a due run is due. */
+function dueBecause(record: RunRecord, facts: SuspensionFacts): DueBecause {
+  const w = record.waitingFor;
+  if (w === null) return "enqueued";
+  if (w.kind === "sleep") return "slept";
+  if (facts.signalDelivered === undefined) return "signal_or_timeout";
+  return facts.signalDelivered ? "signal_delivered" : "timed_out";
+}
+
+/**
+ * A suspended run: due once its wake-up time has passed (an enqueued run
+ * is due at once; a delivered signal makes its wait due); else it waits.
+ * A sleep is its own recovery point; a wait becomes one only once passed,
+ * so the run suspended on a wait executes that wait first.
+ */
+function diagnoseSuspended(record: RunRecord, now: Date, next: Item | null, facts: SuspensionFacts): Diagnosis {
+  const w = record.waitingFor;
+  const point =
+    record.recoveryPoint === null ? "before the first recovery point" : `at recovery point ${record.recoveryPoint}`;
+  const first = w?.kind === "signal" ? { kind: "wait" as const, name: w.name } : next;
+  const due = record.wakeAt !== null && msUntil(record.wakeAt, now) <= 0;
+  const base = { next: first, inDoubt: null, failure: null };
+  if (w === null) {
+    const since = record.wakeAt ? `, due since ${iso(record.wakeAt)}` : "";
+    return {
+      ...base,
+      condition: "due",
+      stoppedAt: `enqueued, not started by a worker yet${since}`,
+      retry: {
+        action: "resume",
+        attempt: Math.max(1, record.attempt),
+        resumeAfter: null,
+        next: first,
+        because: "enqueued",
+      },
+    };
+  }
+  let where: string;
+  if (w.kind === "sleep") {
+    where = `sleeping in sleep ${w.name}${record.wakeAt ? `, ${wakeLabel(record.wakeAt, now)}` : ""}`;
+  } else {
+    where = `${point}, waiting for signal ${w.name} (${signalWaitState(record.wakeAt, due, facts, now)})`;
+  }
+  if (due) {
+    return {
+      ...base,
+      condition: "due",
+      stoppedAt: where,
+      retry: {
+        action: "resume",
+        attempt: Math.max(1, record.attempt),
+        resumeAfter: record.recoveryPoint,
+        next: first,
+        because: dueBecause(record, facts),
+      },
+    };
+  }
+  return {
+    ...base,
+    condition: "suspended",
+    stoppedAt: where,
+    retry: {
+      action: "suspended",
+      kind: w.kind,
+      name: w.name,
+      until: record.wakeAt,
+      retryAfterMs: record.wakeAt ? msUntil(record.wakeAt, now) : null,
+      resumeAfter: record.recoveryPoint,
+    },
+  };
+}
+
 /**
  * Takeovers (attempts 2 and later) after the last attempt that wrote any
  * history. A takeover that passes the engine's checks starts its next item
@@ -178,22 +302,6 @@ export function diagnose(record: RunRecord, now: Date): Diagnosis {
 function silentTakeovers(record: RunRecord): number {
   const lastActive = Math.max(1, ...(record.history ?? []).map((h) => h.attempt));
   return Math.max(0, record.attempt - lastActive);
-}
-
-/**
- * What a suspended run waits for, e.g. `sleep grace until 2026-12-08T10:00:00.000Z
- * (in 6d 23h)` or `signal confirmed (no timeout)`; an enqueued run waits for a worker.
- */
-export function waitingLabel(record: RunRecord, now: Date): string {
-  const w = record.waitingFor;
-  const at = record.wakeAt;
-  const when = !at
-    ? "no timeout"
-    : at.getTime() <= now.getTime()
-      ? `due since ${iso(at)}`
-      : `${w?.kind === "signal" ? "times out" : "wakes"} at ${iso(at)} (in ${formatDuration(at.getTime() - now.getTime())})`;
-  if (!w) return `enqueued, not started yet (${when})`;
-  return `${w.kind} ${w.name} (${when})`;
 }
 
 function oneLine(text: string): string {
@@ -234,10 +342,61 @@ export function describeRetry(record: RunRecord, diagnosis: Diagnosis): string {
     case "parked":
       return `fail with RunParkedError (500 run_parked): ${oneLine(r.reason)}; unpark it or retry-from an item once the cause is fixed, or cancel it`;
     case "resume":
-      return r.due
-        ? `resume it after ${r.resumeAfter ?? "the start"} (it is due; a worker may get there first)`
-        : `409 key_in_progress ${r.wakeAt ? `until ${iso(r.wakeAt)}` : "until its signal arrives"}; then a retry or a worker resumes it after ${r.resumeAfter ?? "the start"}`;
+      return resumeNow(record, r);
+    case "suspended":
+      return stillSuspended(record, r);
   }
+}
+
+/** The call that delivers a signal to this run, with its tenant and key quoted as code. */
+export function signalCall(record: RunRecord, name: string): string {
+  const q = (s: string) => JSON.stringify(s);
+  return `engine.signal(${q(record.tenantId)}, ${q(record.key)}, ${q(name)}, payload)`;
+}
+
+/** What follows item `name` in the definition, as `next phase x`, or the response when it is the last. */
+function after(record: RunRecord, name: string | null): string {
+  const items = definitionItems(record);
+  const at = name === null ? -1 : items.findIndex((i) => i.name === name);
+  const following = items[at + 1];
+  return following ? `next ${label(following)}` : "then build the response";
+}
+
+function resumeNow(record: RunRecord, r: Extract<RetryAction, { action: "resume" }>): string {
+  const here = `take the run and resume it here as attempt ${r.attempt} (not a new attempt; a worker may get there first)`;
+  const from = r.resumeAfter === null ? "from the beginning" : `after ${r.resumeAfter}`;
+  const wait = r.next?.kind === "wait" ? r.next.name : "";
+  switch (r.because) {
+    case "enqueued":
+      return `${here}: it was enqueued and no worker has started it; start ${from}: ${after(record, r.resumeAfter)}`;
+    case "slept":
+      return `${here}: the sleep ${r.resumeAfter ?? ""} is over; resume ${from}: ${after(record, r.resumeAfter)}`;
+    case "signal_delivered":
+      return `${here}: the signal ${wait} has arrived; merge its payload into state as ${wait}, ${after(record, wait)}`;
+    case "timed_out":
+      return `${here}: the wait for signal ${wait} timed out; its onTimeout decides (without one, the run completes with a stored 408 wait_timeout)`;
+    case "signal_or_timeout":
+      return `${here}: the signal ${wait} arrived or the wait timed out; the run reads the signal, or its onTimeout decides`;
+  }
+}
+
+function stillSuspended(record: RunRecord, r: Extract<RetryAction, { action: "suspended" }>): string {
+  const retryAfter =
+    r.retryAfterMs === null
+      ? "retryAfterMs the workflow's lease length (no wake-up time is known)"
+      : `retryAfterMs ${r.retryAfterMs} (${formatDuration(r.retryAfterMs)})`;
+  if (r.kind === "sleep") {
+    const wakes = r.until ? ` wakes at ${iso(r.until)}` : "";
+    return (
+      `409 key_in_progress with ${retryAfter}: the sleep ${r.name}${wakes}; then a worker or the next retry ` +
+      `resumes it after ${r.name}: ${after(record, r.name)}`
+    );
+  }
+  const timeout = r.until ? `, or the wait times out at ${iso(r.until)}` : "";
+  return (
+    `409 key_in_progress with ${retryAfter} until the signal ${r.name} arrives${timeout}; ` +
+    `send it with ${signalCall(record, r.name)}; then a worker or the next retry merges it into state: ${after(record, r.name)}`
+  );
 }
 
 function refusedTakeover(record: RunRecord, attempt: number, refused: number): string {

@@ -6,7 +6,7 @@
  * personal or payment data.
  */
 import type { HistoryEntry, RunRecord, RunStatus } from "@idempo/core";
-import type { Diagnosis, RetryAction } from "./diagnosis.js";
+import type { Diagnosis, RetryAction, SuspensionFacts } from "./diagnosis.js";
 
 /** One key as `keys list` and `keys stuck` print it with `--json`. */
 export interface KeyJson {
@@ -29,10 +29,21 @@ export interface KeyJson {
   expiresAt: string | null;
   /** Completed and past retention: a retry runs again. */
   expired: boolean;
+  /**
+   * Suspended: what the run waits for (`until`: the sleep's wake-up time or
+   * the wait's timeout); `null` otherwise and for an enqueued run no worker started.
+   */
+  waitingFor: { kind: "sleep" | "signal"; name: string; until: string | null } | null;
+  /** Suspended: when a worker or a retry may resume it (DB clock); `null` for a signal wait without timeout. */
+  wakeAt: string | null;
+  /** Suspended: ms until `wakeAt` (0 or negative: due, for that long); `null` when `wakeAt` is. */
+  wakesInMs: number | null;
+  /** Suspended on a signal wait: whether that signal has been delivered; `null` otherwise. */
+  signalDelivered: boolean | null;
 }
 
-/** The JSON of one key; `now` is the database clock. */
-export function keyJson(record: RunRecord, now: Date): KeyJson {
+/** The JSON of one key; `now` is the database clock, `facts` what `deliveredSignals` found for it. */
+export function keyJson(record: RunRecord, now: Date, facts: SuspensionFacts = {}): KeyJson {
   return {
     tenantId: record.tenantId,
     key: record.key,
@@ -48,6 +59,17 @@ export function keyJson(record: RunRecord, now: Date): KeyJson {
     updatedAt: record.updatedAt.toISOString(),
     expiresAt: record.expiresAt ? record.expiresAt.toISOString() : null,
     expired: record.expired,
+    waitingFor: record.waitingFor
+      ? {
+          kind: record.waitingFor.kind,
+          name: record.waitingFor.name,
+          until: record.waitingFor.until ? record.waitingFor.until.toISOString() : null,
+        }
+      : null,
+    wakeAt: record.wakeAt ? record.wakeAt.toISOString() : null,
+    wakesInMs: record.wakeAt ? record.wakeAt.getTime() - now.getTime() : null,
+    signalDelivered:
+      record.status === "suspended" && record.waitingFor?.kind === "signal" ? (facts.signalDelivered ?? null) : null,
   };
 }
 
@@ -86,7 +108,15 @@ type RetryJson =
   | { action: "wait"; until: string; retryAfterMs: number; thenResumeAfter: string | null }
   | { action: "take_over"; attempt: number; resumeAfter: string | null; next: string | null; refusedBefore: number }
   | { action: "parked"; reason: string }
-  | { action: "resume"; due: boolean; wakeAt: string | null; resumeAfter: string | null };
+  | { action: "resume"; attempt: number; resumeAfter: string | null; next: string | null; because: string }
+  | {
+      action: "suspended";
+      kind: "sleep" | "signal";
+      name: string;
+      until: string | null;
+      retryAfterMs: number | null;
+      resumeAfter: string | null;
+    };
 
 function retryJson(r: RetryAction): RetryJson {
   switch (r.action) {
@@ -114,8 +144,18 @@ function retryJson(r: RetryAction): RetryJson {
     case "resume":
       return {
         action: "resume",
-        due: r.due,
-        wakeAt: r.wakeAt ? r.wakeAt.toISOString() : null,
+        attempt: r.attempt,
+        resumeAfter: r.resumeAfter,
+        next: r.next ? `${r.next.kind}:${r.next.name}` : null,
+        because: r.because,
+      };
+    case "suspended":
+      return {
+        action: "suspended",
+        kind: r.kind,
+        name: r.name,
+        until: r.until ? r.until.toISOString() : null,
+        retryAfterMs: r.retryAfterMs,
         resumeAfter: r.resumeAfter,
       };
   }
@@ -129,10 +169,9 @@ export interface KeyDetailJson extends KeyJson {
   definition: string[];
   /** Where the run stopped, in words. */
   stoppedAt: string;
-  /** Suspended: what it waits for (`kind` `sleep` or `signal`, `name`, `until`); `null` otherwise. */
-  waitingFor: { kind: "sleep" | "signal"; name: string; until: string | null } | null;
   /** A started step whose result was never recorded (its call may have gone through). */
   inDoubtStep: string | null;
+
   retry: RetryJson;
   history: HistoryJson[];
   /** Present with `--show-response` once completed; otherwise only `status` and `outcome`. */
@@ -149,21 +188,16 @@ export function keyDetailJson(
   diagnosis: Diagnosis,
   now: Date,
   show: { state: boolean; response: boolean },
+  facts: SuspensionFacts = {},
 ): KeyDetailJson {
   const detail: KeyDetailJson = {
-    ...keyJson(record, now),
+    ...keyJson(record, now, facts),
     runId: record.runId,
     ownerToken: record.ownerToken,
     definition: [...record.definition],
     stoppedAt: diagnosis.stoppedAt,
-    waitingFor: record.waitingFor
-      ? {
-          kind: record.waitingFor.kind,
-          name: record.waitingFor.name,
-          until: record.waitingFor.until ? record.waitingFor.until.toISOString() : null,
-        }
-      : null,
     inDoubtStep: diagnosis.inDoubt?.name ?? null,
+
     retry: retryJson(diagnosis.retry),
     history: (record.history ?? []).map(historyJson),
     response: record.response

@@ -5,7 +5,12 @@ import { formatDuration } from "./duration.js";
 import type { Row } from "./table.js";
 import { renderTable } from "./table.js";
 
-function outcomeLabel(entry: HistoryEntry, live: boolean, paint: Paint): string {
+function outcomeLabel(entry: HistoryEntry, live: boolean, paint: Paint, suspended: boolean): string {
+  if (entry.outcome === "started" && (entry.kind === "sleep" || entry.kind === "wait")) {
+    // A sleep or wait entry stays started while the run is suspended there, until it resumes.
+    if (!suspended) return paint("yellow", "resuming");
+    return paint("yellow", entry.kind === "sleep" ? "sleeping" : "waiting for the signal");
+  }
   switch (entry.outcome) {
     case "succeeded":
       return paint("green", "succeeded");
@@ -24,7 +29,9 @@ function outcomeLabel(entry: HistoryEntry, live: boolean, paint: Paint): string 
 
 /**
  * Render the history oldest first. `now` (DB clock) gives the running time
- * of a started step; `live` says whether the run's lease is still valid.
+ * of a started step; `live` says whether the run's lease is still valid,
+ * `suspended` whether the run is suspended (its open sleep or wait entry
+ * is where it sleeps, running for as long as it has slept so far).
  */
 export function timelineTable(
   history: readonly HistoryEntry[],
@@ -32,14 +39,16 @@ export function timelineTable(
   live: boolean,
   paint: Paint,
   width?: number,
+  suspended = false,
 ): string {
   const rows: Row[] = [];
   history.forEach((entry, i) => {
     const end = entry.finishedAt ?? null;
+    const waiting = suspended && (entry.kind === "sleep" || entry.kind === "wait");
     // An unfinished entry of a dead attempt has no duration; a live one has been running this long.
     const duration = end
       ? formatDuration(end.getTime() - entry.startedAt.getTime())
-      : live
+      : live || waiting
         ? `${formatDuration(now.getTime() - entry.startedAt.getTime())} so far`
         : "-";
     rows.push([
@@ -49,7 +58,7 @@ export function timelineTable(
       entry.name,
       String(entry.attempt),
       duration,
-      outcomeLabel(entry, live, paint),
+      outcomeLabel(entry, live, paint, suspended),
     ]);
     if (entry.error) rows.push({ note: paint("red", `error: ${entry.error}`) });
     if (entry.derivedKey && entry.outcome === "started")

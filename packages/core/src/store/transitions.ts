@@ -153,8 +153,6 @@ export interface Rewind {
  * committed. Only for a run no one owns: in flight with an expired lease,
  * parked (which it also unparks, with a fresh attempt budget) or suspended.
  * The lease ends now, so the next retry or resumer takes over at once.
- * What the run was suspended on is dropped: a wait that runs again starts
- * its timeout afresh instead of inheriting a deadline that may have passed.
  *
  * Race closed: a retry taking the run over between the operator's read and
  * this statement. The guard wants the attempt and recovery point that were
@@ -169,8 +167,7 @@ export async function rewindRun(db: Executor, t: Tables, r: Rewind): Promise<Rec
     SET recovery_point = ${r.recoveryPoint}, status = 'in_flight', owner_token = NULL,
         locked_until = LEAST(locked_until, clock_timestamp()),
         attempt_floor = CASE WHEN status = 'parked' THEN attempt ELSE attempt_floor END,
-        parked_reason = NULL, parked_at = NULL, wake_at = NULL, wait_kind = NULL, wait_name = NULL,
-        updated_at = clock_timestamp()
+        parked_reason = NULL, parked_at = NULL, updated_at = clock_timestamp()
     WHERE tenant_id = ${r.tenantId} AND key = ${r.key} AND run_id = ${r.runId}
       AND attempt = ${r.seenAttempt} AND recovery_point IS NOT DISTINCT FROM ${r.seenRecoveryPoint}::text
       AND (status IN ('parked', 'suspended') OR (status = 'in_flight' AND locked_until <= clock_timestamp()))

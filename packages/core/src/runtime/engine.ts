@@ -367,7 +367,8 @@ export function createEngine<DB>(options: EngineOptions<DB>): Engine {
   );
   /**
    * Definitions this engine has been given or has run, by name, every
-   * deployed version newest first: what `signal` checks payloads against.
+   * deployed version newest first: what `signal` checks payloads against
+   * (the run's own version when it is among them).
    */
   const known = new Map<string, readonly Definition[]>();
   const remember = (versions: readonly Definition[]) => {
@@ -775,9 +776,11 @@ export function createEngine<DB>(options: EngineOptions<DB>): Engine {
           },
         ]);
       }
-      const item = known
-        .get(run.workflow)
-        ?.flatMap((def) => def.items)
+      // The run's own version when deployed: that is the schema the run parses the payload with.
+      const versions = known.get(run.workflow) ?? [];
+      const own = versions.find((def) => def.version === run.workflowVersion);
+      const item = (own ? [own] : versions)
+        .flatMap((def) => def.items)
         .find((i) => i.kind === "wait" && i.name === name);
       if (item?.kind === "wait" && item.options.schema) {
         const parsed = await item.options.schema.safeParseAsync(json);

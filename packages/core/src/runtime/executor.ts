@@ -293,6 +293,14 @@ async function reject(
   current: Item | undefined,
 ): Promise<RunResult<unknown>> {
   const where = current ? `${current.kind} '${current.name}'` : "respond";
+  // A wait only times out after it suspended, which committed (the caller had its 202).
+  if (current?.kind === "wait") {
+    throw new WorkflowUsageError(
+      `ctx.reject called in onTimeout of waitFor '${current.name}' of workflow '${plan.def.name}': ` +
+        "the run suspended there, which committed, so there is no claim left to refuse. " +
+        "Use ctx.fail to store a final response instead",
+    );
+  }
   if (recoveryPoint !== null) {
     throw new WorkflowUsageError(
       `ctx.reject called in ${where} of workflow '${plan.def.name}' after '${recoveryPoint}' committed; ` +

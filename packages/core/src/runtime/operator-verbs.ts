@@ -214,7 +214,9 @@ export function operatorVerbs(db: Executor, tables: Tables): OperatorVerbs {
       const why =
         now.status === "completed"
           ? "is completed: only in-flight runs have a lease"
-          : `is ${now.status}: no attempt holds a lease (unpark or retryFrom makes it takeable)`;
+          : now.status === "suspended"
+            ? "is suspended: no attempt holds a lease; it is taken once its wake-up time passes or its signal arrives (retryFrom or cancel act on it now)"
+            : `is ${now.status}: no attempt holds a lease (unpark or retryFrom makes it takeable)`;
       throw new RunStateError(tenantId, key, now.status, why);
     },
 

@@ -226,7 +226,8 @@ export async function recordFailure(
 
 /**
  * Delete the claim (`ctx.reject`): only while nothing has committed (no
- * recovery point) and only by its owner. Refused callers never reach this;
+ * recovery point) and only by its owner, with its history and any signal
+ * that arrived early for it (no later run of the key can read them). Refused callers never reach this;
  * only the owner's own reject removes a claim.
  *
  * @returns false when the row was not deleted (not the owner, or a recovery point exists).
@@ -240,6 +241,8 @@ export async function deleteClaim(db: Executor, t: Tables, own: Ownership): Prom
       RETURNING 1
     ), forget AS (
       DELETE FROM ${t.history} WHERE tenant_id = ${own.tenantId} AND key = ${own.key} AND EXISTS (SELECT 1 FROM gone)
+    ), forget_signals AS (
+      DELETE FROM ${t.signals} WHERE tenant_id = ${own.tenantId} AND key = ${own.key} AND EXISTS (SELECT 1 FROM gone)
     )
     SELECT count(*)::int AS n FROM gone
   `.execute(db);

@@ -12,6 +12,8 @@ import type { Executor, RunStatus, Tables } from "./run-store.js";
 export interface SignalTarget {
   readonly runId: string;
   readonly workflow: string;
+  /** The workflow version the run started under. */
+  readonly workflowVersion: number;
   readonly status: RunStatus;
   /** `kind:name` outline of the definition the run started under. */
   readonly outline: readonly string[];
@@ -32,11 +34,12 @@ export async function lockRunForSignal(
   const { rows } = await sql<{
     run_id: string;
     workflow: string;
+    workflow_version: number;
     status: RunStatus;
     definition: string;
     expired: boolean;
   }>`/* idempo:signal_lock */
-    SELECT run_id, workflow, status, definition::text AS definition,
+    SELECT run_id, workflow, workflow_version, status, definition::text AS definition,
            (status = 'completed' AND expires_at <= clock_timestamp()) AS expired
     FROM ${t.runs}
     WHERE tenant_id = ${tenantId} AND key = ${key}
@@ -47,6 +50,7 @@ export async function lockRunForSignal(
   return {
     runId: row.run_id,
     workflow: row.workflow,
+    workflowVersion: row.workflow_version,
     status: row.status,
     outline: JSON.parse(row.definition) as string[],
     expired: row.expired === true,

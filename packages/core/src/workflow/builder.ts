@@ -32,6 +32,16 @@ type Merge<S, O> = O extends object ? Simplify<Omit<S, keyof O> & O> : S;
 export type StateUpdate = object | undefined | void;
 
 const NAME_MAX = 100;
+/**
+ * Options of an item must be an object (or left out): `null`, a number or
+ * an array would otherwise fail later as a TypeError, not a typed error.
+ */
+function checkItemOptions(where: string, options: unknown): void {
+  if (typeof options !== "object" || options === null || Array.isArray(options)) {
+    throw new InvalidOptionError("options", `${where}: options must be an object, got ${String(options)}`);
+  }
+}
+
 /** Longest sleep or wait: 100 years in ms (the DB clock arithmetic stays far from overflow). */
 const MAX_SLEEP_MS = 100 * 365 * 24 * 60 * 60 * 1000;
 
@@ -175,6 +185,7 @@ export class WorkflowBuilder<DB, In, I, S> {
    * `state`) before the run moves on; a recorded step is never called again.
    *
    * @throws WorkflowDefinitionError when `name` is already used in this workflow.
+   * @throws InvalidOptionError when `options` is not an object or one of them is out of range.
    */
   step<O extends StateUpdate>(
     name: string,
@@ -182,6 +193,7 @@ export class WorkflowBuilder<DB, In, I, S> {
     options: StepOptions<I, S, O> = {},
   ): WorkflowBuilder<DB, In, I, Merge<S, O>> {
     const where = `workflow '${this.#name}', step '${name}'`;
+    checkItemOptions(where, options);
     intOption(where, "retries", options.retries, 0, 1_000);
     intOption(where, "backoffMs", options.backoffMs, 0, MAX_TIMER_MS);
     intOption(where, "maxBackoffMs", options.maxBackoffMs, 0, MAX_TIMER_MS);
@@ -220,13 +232,14 @@ export class WorkflowBuilder<DB, In, I, S> {
    * Resuming is not a new attempt.
    *
    * @throws WorkflowDefinitionError when `name` is already used in this workflow.
-   * @throws InvalidOptionError when `timeoutMs` is out of range or `onTimeout` is not a function.
+   * @throws InvalidOptionError when `options` is not an object, `timeoutMs` is out of range or `onTimeout` is not a function.
    */
   waitFor<N extends string, P = JsonValue, T = never>(
     name: N,
     options: WaitForOptions<I, S, P, T> = {},
   ): WorkflowBuilder<DB, In, I, Merge<S, { [K in N]: P | T }>> {
     const where = `workflow '${this.#name}', waitFor '${name}'`;
+    checkItemOptions(where, options);
     intOption(where, "timeoutMs", options.timeoutMs, 0, MAX_SLEEP_MS);
     if (options.onTimeout !== undefined && typeof options.onTimeout !== "function") {
       throw new InvalidOptionError("onTimeout", `${where}: onTimeout must be a function`);

@@ -40,6 +40,11 @@ export function useClonedDatabase(
     // below can terminate a client that is still ending; without a listener the
     // pool re-emits that FATAL as an uncaught error and fails the whole file.
     pool.on("error", () => undefined);
+    // The README's second listener: a client that is checked out between two
+    // queries (an open phase transaction, a worker's round) when a test
+    // terminates its backend emits 'error' on itself, not on the pool; its next
+    // query fails instead, which is what the engine reports.
+    pool.on("connect", (client) => client.on("error", () => undefined));
     const db: AnyDb = new Kysely({ dialect: new PostgresDialect({ pool }) });
     pools.push(db);
     return db;

@@ -6,25 +6,10 @@
 import { sql } from "kysely";
 import { newId } from "../ids.js";
 import type { Executor, Ownership, StoredResponse, Tables } from "./run-store.js";
-import { leaseInterval } from "./run-store.js";
 
 /** Error text as a text column accepts it: PostgreSQL text cannot hold NUL. */
 export function storableText(text: string): string {
   return text.replaceAll("\u0000", "\\u0000");
-}
-
-/** SET clause of a completion: store the response, drop owner and lease, start retention. */
-function completion(response: StoredResponse) {
-  return sql`status = 'completed', owner_token = NULL, locked_until = NULL,
-    outcome = ${response.outcome}, response_status = ${response.status}, response_body = ${response.body}::json,
-    expires_at = clock_timestamp() + retention_ms * interval '1 millisecond', completed_at = clock_timestamp()`;
-}
-
-/** SET clause of an advance: a commit also extends the lease, unless it completes the run. */
-function leaseOrCompletion(adv: Advance) {
-  return adv.response
-    ? completion(adv.response)
-    : sql`locked_until = clock_timestamp() + ${leaseInterval(adv.leaseMs)}`;
 }
 
 export interface Advance {
@@ -52,23 +37,13 @@ export interface Advance {
  * @returns false when the attempt no longer owns the key.
  */
 export async function commitPhase(tx: Executor, t: Tables, own: Ownership, adv: Advance): Promise<boolean> {
-  const { rows } = await sql<{ n: number }>`/* idempo:commit_phase */
-    WITH advanced AS (
-      UPDATE ${t.runs}
-      SET recovery_point = ${adv.name}, state = ${adv.state}::json, updated_at = clock_timestamp(),
-          ${leaseOrCompletion(adv)}
-      WHERE tenant_id = ${own.tenantId} AND key = ${own.key}
-        AND owner_token = ${own.ownerToken} AND status = 'in_flight'
-      RETURNING 1
-    ), logged AS (
-      INSERT INTO ${t.history} (tenant_id, key, run_id, entry_id, kind, name, attempt, outcome, started_at, finished_at)
-      SELECT ${own.tenantId}, ${own.key}, ${own.runId}, ${newId()}, 'phase', ${adv.name}, ${adv.attempt},
-             'succeeded', now(), clock_timestamp()
-      FROM advanced
-    )
-    SELECT count(*)::int AS n FROM advanced
+  // The statement is the function commit_phase of migration 0008 (a cached plan on every driver).
+  const { rows } = await sql<{ ok: boolean }>`/* idempo:commit_phase */
+    SELECT ${sql.id(t.schema, "commit_phase")}(${own.tenantId}, ${own.key}, ${own.ownerToken}, ${own.runId}, ${newId()},
+      ${adv.name}, ${adv.attempt}, ${adv.state}, ${adv.leaseMs}, ${adv.response?.outcome ?? null},
+      ${adv.response?.status ?? null}, ${adv.response?.body ?? null}) AS ok
   `.execute(tx);
-  return (rows[0]?.n ?? 0) === 1;
+  return rows[0]?.ok === true;
 }
 
 export interface StepStart {
@@ -91,27 +66,10 @@ export async function recordStepStarted(
   step: StepStart,
 ): Promise<{ entryId: string; priorStarts: number } | null> {
   const entryId = newId();
+  // The statement is the function record_step_started of migration 0008.
   const { rows } = await sql<{ owned: number; prior_starts: number }>`/* idempo:step_started */
-    WITH owner AS (
-      SELECT 1 FROM ${t.runs}
-      WHERE tenant_id = ${own.tenantId} AND key = ${own.key} AND owner_token = ${own.ownerToken} AND status = 'in_flight'
-    ), prior AS (
-      SELECT count(*)::int AS n FROM ${t.history}
-      WHERE tenant_id = ${own.tenantId} AND key = ${own.key} AND run_id = ${own.runId}
-        AND kind = 'step' AND name = ${step.name}
-    ), interrupted AS (
-      -- Earlier attempts that started this step and never recorded it were cut off.
-      UPDATE ${t.history} SET outcome = 'interrupted', finished_at = clock_timestamp()
-      WHERE tenant_id = ${own.tenantId} AND key = ${own.key} AND run_id = ${own.runId}
-        AND kind = 'step' AND name = ${step.name} AND outcome = 'started' AND EXISTS (SELECT 1 FROM owner)
-    ), started AS (
-      INSERT INTO ${t.history} (tenant_id, key, run_id, entry_id, kind, name, attempt, derived_key, outcome, started_at)
-      SELECT ${own.tenantId}, ${own.key}, ${own.runId}, ${entryId}, 'step', ${step.name}, ${step.attempt},
-             ${step.derivedKey}, 'started', clock_timestamp()
-      FROM owner
-      RETURNING 1
-    )
-    SELECT (SELECT count(*) FROM started)::int AS owned, (SELECT n FROM prior) AS prior_starts
+    SELECT * FROM ${sql.id(t.schema, "record_step_started")}(${own.tenantId}, ${own.key}, ${own.ownerToken},
+      ${own.runId}, ${entryId}, ${step.name}, ${step.attempt}, ${step.derivedKey})
   `.execute(db);
   const row = rows[0];
   if (row?.owned !== 1) return null;
@@ -136,22 +94,13 @@ export async function recordStepResult(
   outcome: "succeeded" | "reconciled",
   adv: Advance,
 ): Promise<boolean> {
-  const { rows } = await sql<{ n: number }>`/* idempo:step_result */
-    WITH advanced AS (
-      UPDATE ${t.runs}
-      SET recovery_point = ${adv.name}, state = ${adv.state}::json, updated_at = clock_timestamp(),
-          ${leaseOrCompletion(adv)}
-      WHERE tenant_id = ${own.tenantId} AND key = ${own.key}
-        AND owner_token = ${own.ownerToken} AND status = 'in_flight'
-      RETURNING 1
-    ), logged AS (
-      UPDATE ${t.history} SET outcome = ${outcome}, finished_at = clock_timestamp()
-      WHERE tenant_id = ${own.tenantId} AND key = ${own.key} AND entry_id = ${entryId}
-        AND EXISTS (SELECT 1 FROM advanced)
-    )
-    SELECT count(*)::int AS n FROM advanced
+  // The statement is the function record_step_result of migration 0008.
+  const { rows } = await sql<{ ok: boolean }>`/* idempo:step_result */
+    SELECT ${sql.id(t.schema, "record_step_result")}(${own.tenantId}, ${own.key}, ${own.ownerToken}, ${entryId},
+      ${outcome}, ${adv.name}, ${adv.state}, ${adv.leaseMs}, ${adv.response?.outcome ?? null},
+      ${adv.response?.status ?? null}, ${adv.response?.body ?? null}) AS ok
   `.execute(db);
-  return (rows[0]?.n ?? 0) === 1;
+  return rows[0]?.ok === true;
 }
 
 /**
@@ -162,14 +111,12 @@ export async function recordStepResult(
  * @returns false when the attempt no longer owns the key.
  */
 export async function completeRun(db: Executor, t: Tables, own: Ownership, response: StoredResponse): Promise<boolean> {
-  const { rows } = await sql<{ n: number }>`/* idempo:complete */
-    UPDATE ${t.runs}
-    SET updated_at = clock_timestamp(), ${completion(response)}
-    WHERE tenant_id = ${own.tenantId} AND key = ${own.key}
-      AND owner_token = ${own.ownerToken} AND status = 'in_flight'
-    RETURNING 1 AS n
+  // The statement is the function complete_run of migration 0008.
+  const { rows } = await sql<{ ok: boolean }>`/* idempo:complete */
+    SELECT ${sql.id(t.schema, "complete_run")}(${own.tenantId}, ${own.key}, ${own.ownerToken}, ${response.outcome},
+      ${response.status}, ${response.body}) AS ok
   `.execute(db);
-  return rows.length === 1;
+  return rows[0]?.ok === true;
 }
 
 /**
@@ -231,12 +178,11 @@ export async function deleteClaim(db: Executor, t: Tables, own: Ownership): Prom
  * @returns false when the attempt no longer owns the key.
  */
 export async function renewLease(db: Executor, t: Tables, own: Ownership, leaseMs: number): Promise<boolean> {
-  const { rows } = await sql`/* idempo:renew */
-    UPDATE ${t.runs} SET locked_until = clock_timestamp() + ${leaseInterval(leaseMs)}
-    WHERE tenant_id = ${own.tenantId} AND key = ${own.key} AND owner_token = ${own.ownerToken} AND status = 'in_flight'
-    RETURNING 1
+  // The statement is the function renew_lease of migration 0008.
+  const { rows } = await sql<{ ok: boolean }>`/* idempo:renew */
+    SELECT ${sql.id(t.schema, "renew_lease")}(${own.tenantId}, ${own.key}, ${own.ownerToken}, ${leaseMs}) AS ok
   `.execute(db);
-  return rows.length === 1;
+  return rows[0]?.ok === true;
 }
 
 /**

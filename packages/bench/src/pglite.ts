@@ -32,7 +32,12 @@ async function sendToPglite(db: PGlite, replica: Replica, key: string): Promise<
   let open = false;
   try {
     for (const st of bindReplica(replica, key)) {
-      if (st.kind === "begin") open = true;
+      if (st.kind === "begin") {
+        open = true;
+        // PGlite takes one command per query: a phase's `BEGIN; SET LOCAL ...` goes as two, as the engine sends it there.
+        for (const part of st.text.split(/;\s*/)) await db.query(part);
+        continue;
+      }
       if (st.kind === "commit") open = false;
       await db.query(st.kind === "query" ? st.text : st.kind, st.kind === "query" ? st.values : undefined);
     }

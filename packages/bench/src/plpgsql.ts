@@ -16,6 +16,10 @@ export interface Session {
 
 const FUNCTION_SCHEMA = "bench_fn";
 
+/** A call of one of idempo's statement functions, as the engine sends its hot-path statements. */
+const isFunctionCall = (text: string): boolean =>
+  /^\s*(?:\/\*.*?\*\/\s*)?SELECT (?:\* FROM )?"idempo"\."[a-z_]+"\(/s.test(text);
+
 /** Statements that hand rows back are looped over; the rest just run. */
 const returnsRows = (text: string): boolean => /^\s*(with|select)\b/i.test(text) || /\breturning\b/i.test(text);
 
@@ -34,6 +38,8 @@ export async function createStatementFunctions(
   const made = new Map<string, string>();
   for (const st of replicas.flatMap((r) => r.statements)) {
     if (st.kind !== "query" || !isEngineStatement(st.text) || made.has(st.name)) continue;
+    // The engine's hot-path statements already are calls of its own functions (migration 0008).
+    if (isFunctionCall(st.text)) continue;
     await session.query(`PREPARE bench_probe AS ${st.text}`);
     const { rows } = await session.query(
       "SELECT parameter_types::text[] AS types FROM pg_prepared_statements WHERE name = 'bench_probe'",

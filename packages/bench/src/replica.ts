@@ -70,7 +70,8 @@ export function replicate(label: string, recorded: readonly Statement[], recorde
   const ids = new Map<string, number>();
   const statements = recorded.map((st): ReplicaStatement => {
     const word = st.sql.trim().toLowerCase();
-    const kind = word === "begin" ? "begin" : word === "commit" ? "commit" : "query";
+    // A phase's BEGIN may carry its SET LOCAL in the same message.
+    const kind = /^begin\b/.test(word) ? "begin" : word === "commit" ? "commit" : "query";
     const slots = st.params.map((p) => {
       if (p === recordedKey) return -1;
       if (typeof p === "string" && ULID.test(p)) {
@@ -115,7 +116,7 @@ export function bindReplica(
   }));
 }
 
-/** True for a statement the engine sends (it names idempo's tables), false for the workflow's own SQL. */
+/** True for a statement the engine sends (it names idempo's tables or functions), false for the workflow's own SQL. */
 export const isEngineStatement = (text: string): boolean => text.includes('"idempo".');
 
 /**
@@ -166,7 +167,7 @@ export async function sendReplica(pool: pg.Pool, replica: Replica, key: string, 
     for (const st of bindReplica(replica, key)) {
       if (st.kind === "begin") {
         client = await pool.connect();
-        await client.query("begin");
+        await client.query(st.text);
         continue;
       }
       if (st.kind === "commit") {

@@ -1,10 +1,13 @@
 /**
- * Prepared statements for idempo's hot path on node-postgres. Kysely sends
- * every query unnamed, so PostgreSQL parses and plans the claim and commit
- * statements on every call; on a small server that is a third or more of
- * their cost. This wrapper turns only idempo's fixed statements (their text
- * starts with an `idempo:` marker comment) into named statements, once per
- * connection; the application's own queries pass through untouched.
+ * Prepared statements for idempo's hot path on node-postgres. The engine's
+ * hot-path statements are PL/pgSQL functions (migration 0008), so their plans
+ * are cached on every pool without this wrapper; what a plain pool still
+ * parses and plans per call is the short `SELECT fn(...)` that calls them.
+ * This wrapper sends those calls (their text starts with an `idempo:` marker
+ * comment) as named statements, once per connection, and listens for the
+ * connection errors node-postgres emits; the application's own queries pass
+ * through untouched. Measured with pgbench, 16 clients: the replay's call
+ * runs 1.4-1.5x as fast named as unnamed (docs/benchmarks.md).
  */
 import { createHash } from "node:crypto";
 
@@ -91,9 +94,10 @@ function naming<C extends QueryableClient>(client: C): C {
 
 /**
  * Wrap a `pg.Pool` so idempo's claim, takeover, commit and renewal
- * statements run as prepared (named) statements. Give the result to
- * Kysely's `PostgresDialect`. Each distinct statement is prepared once per
- * connection (about ten).
+ * statements (calls of its statement functions) run as prepared (named)
+ * statements. Give the result to Kysely's `PostgresDialect`. Each distinct
+ * statement is prepared once per connection (about ten). Optional: the
+ * statements' own plans are cached without it.
  *
  * It also listens for `'error'` events on the pool and on every client it
  * hands out, so a lost connection (`pg_terminate_backend`, a server

@@ -15,13 +15,25 @@ beforeAll(() => {
   db = new Kysely({
     dialect: new PostgresDialect({ pool: new pg.Pool({ connectionString: t.url, max: 4 }) }),
     log: (event) => {
-      const text = event.query.sql.replace(/^\s*\/\*.*?\*\/\s*/s, "").trim();
-      statements.push(text.split(/\s+/)[0]?.toLowerCase() ?? "");
+      statements.push(label(event.query.sql));
     },
   });
 });
 
 afterAll(() => db.destroy());
+
+/**
+ * One round trip as a word: the engine's statement function it calls
+ * (`claim_new_key`), `BEGIN; SET` for a phase's begin with its lock_timeout in
+ * the same message, or else the statement's first word.
+ */
+function label(text: string): string {
+  const bare = text.replace(/^\s*\/\*.*?\*\/\s*/s, "").trim();
+  const call = /^SELECT (?:\* FROM )?"idempo"\."([a-z_]+)"\(/.exec(bare);
+  if (call?.[1]) return call[1];
+  if (/^BEGIN; SET LOCAL lock_timeout = '\d+ms'$/.test(bare)) return "begin; set";
+  return bare.split(/\s+/)[0]?.toLowerCase() ?? "";
+}
 
 async function measure(fn: () => Promise<unknown>): Promise<string[]> {
   statements = [];
@@ -47,13 +59,11 @@ const threeItems = workflow("rt_three")
 describe("round trips per path", () => {
   it("new key with one phase: claim, then one transaction holding the business write and the completion", async () => {
     const engine = createEngine({ db });
-    // Kysely issues begin and commit as their own statements.
     expect(await measure(() => engine.runOnce(onePhase, { tenantId: "rt", key: "new", input: {} }))).toEqual([
-      "with", // claim
-      "begin",
-      "set", // the phase's lock_timeout (SET LOCAL)
+      "claim_new_key",
+      "begin; set", // the phase's first statement begins it, with its lock_timeout, in one message
       "insert", // business write
-      "with", // recovery point + completion + history
+      "commit_phase", // recovery point + completion + history
       "commit",
     ]);
   });
@@ -62,34 +72,30 @@ describe("round trips per path", () => {
     const engine = createEngine({ db, leaseMs: 60_000 });
     await engine.runOnce(onePhase, { tenantId: "rt", key: "replay", input: {} });
     expect(await measure(() => engine.runOnce(onePhase, { tenantId: "rt", key: "replay", input: {} }))).toEqual([
-      "with",
+      "claim_new_key",
     ]);
     setFaultHook(engine, (p) => {
       if (p === "before:phase:write") throw new CrashSignal(p);
     });
     await engine.runOnce(onePhase, { tenantId: "rt", key: "busy", input: {} }).catch(() => undefined);
     setFaultHook(engine, undefined);
-    expect(await measure(() => engine.runOnce(onePhase, { tenantId: "rt", key: "busy", input: {} }))).toEqual(["with"]);
+    expect(await measure(() => engine.runOnce(onePhase, { tenantId: "rt", key: "busy", input: {} }))).toEqual([
+      "claim_new_key",
+    ]);
     // A refused payload costs the same single statement.
     expect(
       await measure(() => engine.runOnce(onePhase, { tenantId: "rt", key: "replay", input: { other: 1 } })),
-    ).toEqual(["with"]);
+    ).toEqual(["claim_new_key"]);
   });
 
-  it("phase / step / phase: one statement per boundary plus the phases' transactions", async () => {
+  it("phase / step / phase: one statement per boundary; phases that write nothing open no transaction", async () => {
     const engine = createEngine({ db });
     expect(await measure(() => engine.runOnce(threeItems, { tenantId: "rt", key: "three", input: {} }))).toEqual([
-      "with", // claim
-      "begin",
-      "set", // lock_timeout
-      "with", // phase a committed
-      "commit",
-      "with", // step b started
-      "with", // step b recorded
-      "begin",
-      "set", // lock_timeout
-      "with", // phase c committed with the completion
-      "commit",
+      "claim_new_key",
+      "commit_phase", // phase a committed, in autocommit
+      "record_step_started", // step b started
+      "record_step_result", // step b recorded
+      "commit_phase", // phase c committed with the completion, in autocommit
     ]);
   });
 
@@ -102,14 +108,11 @@ describe("round trips per path", () => {
     setFaultHook(engine, undefined);
     await engine.release("rt", "take");
     expect(await measure(() => engine.runOnce(threeItems, { tenantId: "rt", key: "take", input: {} }))).toEqual([
-      "with", // claim sees the expired lease
-      "update", // takeover
-      "with",
-      "with",
-      "begin",
-      "set", // lock_timeout
-      "with",
-      "commit",
+      "claim_new_key", // sees the expired lease
+      "take_over_expired_lease",
+      "record_step_started",
+      "record_step_result",
+      "commit_phase",
     ]);
   });
 
@@ -119,21 +122,23 @@ describe("round trips per path", () => {
       .sleep("nap", 60_000)
       .respond(() => ({ status: 200, body: null }));
     expect(await measure(() => engine.runOnce(sleeper, { tenantId: "rt", key: "nap", input: {} }))).toEqual([
-      "with", // claim
+      "claim_new_key",
       "with", // suspension: wake-up time, recovery point, history, NOTIFY
     ]);
     const waiter = workflow("rt_wait")
       .waitFor("confirmed")
       .respond(() => ({ status: 200, body: null }));
     expect(await measure(() => engine.runOnce(waiter, { tenantId: "rt", key: "wait", input: {} }))).toEqual([
-      "with", // claim
-      "begin",
+      "claim_new_key",
+      "begin", // the wait's own transaction (not a phase's): Kysely's BEGIN
       "select", // lock the run's row first (the signal does the same)
       "with", // no signal yet: suspend
       "commit",
     ]);
     // A suspended run answers a retry like a live lease: one read-only statement.
-    expect(await measure(() => engine.runOnce(waiter, { tenantId: "rt", key: "wait", input: {} }))).toEqual(["with"]);
+    expect(await measure(() => engine.runOnce(waiter, { tenantId: "rt", key: "wait", input: {} }))).toEqual([
+      "claim_new_key",
+    ]);
     expect(await measure(() => engine.signal("rt", "wait", "confirmed", { ok: true }))).toEqual([
       "begin",
       "select", // lock the run's row

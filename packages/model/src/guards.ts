@@ -6,6 +6,10 @@
  * name the file (relative to packages/core/src), the function, and the
  * patterns; whitespace in patterns and sources is compared collapsed, and
  * `@{x}` in a pattern stands for the query parameter `${x}` of the sql tag.
+ * The hot-path statements are PL/pgSQL functions of a migration (a `.sql`
+ * file, named relative to packages/core/src too): there `fn` is the SQL
+ * function, read from its CREATE FUNCTION to the `$$;` that closes it, and
+ * the store function that calls it has a row of its own.
  */
 export interface GuardRow {
   readonly transition: string;
@@ -16,13 +20,32 @@ export interface GuardRow {
 
 /** The fence every write of a run carries. */
 const FENCE = "owner_token = @{own.ownerToken} AND status = 'in_flight'";
+/** The same fence in the statement functions of the migration. */
+const SQL_FENCE = "owner_token = p_owner_token AND status = 'in_flight'";
+/** The migration that holds the hot-path statements as functions. */
+const FUNCTIONS = "../../../migrations/0008_statement_functions.sql";
+/** The SET clause of every completion. */
+const COMPLETION = [
+  "status = 'completed', owner_token = NULL, locked_until = NULL",
+  "expires_at = clock_timestamp() + retention_ms * interval '1 millisecond'",
+];
+/** A completing branch of a statement function: fenced, and it learns whether the run is durable. */
+const FENCED_COMPLETION = `AND ${SQL_FENCE} RETURNING durable INTO v_durable;`;
+/** The completion of a durable run announced on the channel `engine.wait` listens to (store/notify-channels.ts). */
+const ANNOUNCE = "IF v_durable THEN PERFORM pg_notify('idempo_done', md5(p_tenant_id || chr(31) || p_key)); END IF;";
 
 export const GUARDS: readonly GuardRow[] = [
   {
     transition: "claim",
+    file: FUNCTIONS,
+    fn: "claim_new_key",
+    patterns: ["ON CONFLICT (tenant_id, key) DO NOTHING"],
+  },
+  {
+    transition: "claim (the call)",
     file: "store/claim.ts",
     fn: "claimNewKey",
-    patterns: ["ON CONFLICT (tenant_id, key) DO NOTHING"],
+    patterns: ['sql.id(t.schema, "claim_new_key")'],
   },
   {
     transition: "reclaim",
@@ -32,22 +55,28 @@ export const GUARDS: readonly GuardRow[] = [
   },
   {
     transition: "takeover",
-    file: "store/claim.ts",
-    fn: "takeOverExpiredLease",
+    file: FUNCTIONS,
+    fn: "take_over_expired_lease",
     patterns: [
       "AND status = 'in_flight' AND locked_until <= clock_timestamp()",
-      "CASE WHEN x.exhausted THEN NULL ELSE @{req.ownerToken}::text END",
+      "CASE WHEN x.exhausted THEN NULL ELSE p_owner_token END",
       "CASE WHEN x.exhausted THEN attempt ELSE attempt + 1 END",
       "RETURNING status, parked_reason, run_id, attempt, recovery_point",
     ],
   },
   {
-    transition: "park (takeover past maxAttempts)",
+    transition: "takeover (the call)",
     file: "store/claim.ts",
     fn: "takeOverExpiredLease",
+    patterns: ['sql.id(t.schema, "take_over_expired_lease")'],
+  },
+  {
+    transition: "park (takeover past maxAttempts)",
+    file: FUNCTIONS,
+    fn: "take_over_expired_lease",
     patterns: [
       "CASE WHEN x.exhausted THEN 'parked' ELSE 'in_flight' END",
-      "attempt - attempt_floor >= @{req.maxAttempts}::int AS exhausted",
+      "attempt - attempt_floor >= p_max_attempts AS exhausted",
     ],
   },
   {
@@ -94,20 +123,53 @@ export const GUARDS: readonly GuardRow[] = [
   },
   {
     transition: "phase commit",
-    file: "store/progress.ts",
-    fn: "commitPhase",
-    patterns: [FENCE, "recovery_point = @{adv.name}"],
+    file: FUNCTIONS,
+    fn: "commit_phase",
+    // Both branches (lease extended, run completed) carry the fence.
+    patterns: [
+      `AND ${SQL_FENCE}; ELSE`,
+      `${FENCED_COMPLETION} END IF`,
+      "recovery_point = p_name",
+      "IF NOT FOUND THEN RETURN false",
+      ...COMPLETION,
+      ANNOUNCE,
+    ],
   },
-  { transition: "step started", file: "store/progress.ts", fn: "recordStepStarted", patterns: [FENCE, "FROM owner"] },
-  { transition: "step result", file: "store/progress.ts", fn: "recordStepResult", patterns: [FENCE] },
-  { transition: "completion", file: "store/progress.ts", fn: "completeRun", patterns: [FENCE] },
+  { transition: "phase commit (the call)", file: "store/progress.ts", fn: "commitPhase", patterns: ['"commit_phase"'] },
+  { transition: "step started", file: FUNCTIONS, fn: "record_step_started", patterns: [SQL_FENCE, "FROM owner"] },
   {
-    transition: "completion (SET clause)",
+    transition: "step started (the call)",
     file: "store/progress.ts",
-    fn: "completion",
-    patterns: ["status = 'completed', owner_token = NULL, locked_until = NULL", "expires_at = clock_timestamp() +"],
+    fn: "recordStepStarted",
+    patterns: ['"record_step_started"'],
   },
-  { transition: "renewal", file: "store/progress.ts", fn: "renewLease", patterns: [FENCE] },
+  {
+    transition: "step result",
+    file: FUNCTIONS,
+    fn: "record_step_result",
+    patterns: [
+      `AND ${SQL_FENCE}; ELSE`,
+      `${FENCED_COMPLETION} END IF`,
+      "IF NOT FOUND THEN RETURN false",
+      ...COMPLETION,
+      ANNOUNCE,
+    ],
+  },
+  {
+    transition: "step result (the call)",
+    file: "store/progress.ts",
+    fn: "recordStepResult",
+    patterns: ['"record_step_result"'],
+  },
+  {
+    transition: "completion",
+    file: FUNCTIONS,
+    fn: "complete_run",
+    patterns: [FENCED_COMPLETION, "IF NOT FOUND THEN RETURN false", ...COMPLETION, ANNOUNCE],
+  },
+  { transition: "completion (the call)", file: "store/progress.ts", fn: "completeRun", patterns: ['"complete_run"'] },
+  { transition: "renewal", file: FUNCTIONS, fn: "renew_lease", patterns: [SQL_FENCE] },
+  { transition: "renewal (the call)", file: "store/progress.ts", fn: "renewLease", patterns: ['"renew_lease"'] },
   {
     transition: "sweep",
     file: "store/maintenance.ts",
@@ -214,18 +276,25 @@ const pattern = (p: string) => collapse(p.replaceAll("@{", "$" + "{"));
 
 /**
  * The text of a top-level function in a source file: from its `function`
- * keyword to the first line that is a lone closing brace. Null when absent.
+ * keyword to the first line that is a lone closing brace. In a `.sql` file,
+ * from `CREATE FUNCTION name(` to the `$$;` that closes its body. Null when absent.
  */
-function functionText(source: string, fn: string): string | null {
-  const start = new RegExp(`^(?:export )?(?:async )?function ${fn}\\b`, "m").exec(source);
+function functionText(source: string, fn: string, file: string): string | null {
+  const sqlFile = file.endsWith(".sql");
+  const start = (
+    sqlFile
+      ? new RegExp(`^CREATE (?:OR REPLACE )?FUNCTION ${fn}\\(`, "m")
+      : new RegExp(`^(?:export )?(?:async )?function ${fn}\\b`, "m")
+  ).exec(source);
   if (!start) return null;
-  const end = source.indexOf("\n}\n", start.index);
-  return source.slice(start.index, end < 0 ? undefined : end + 2);
+  const close = sqlFile ? "\n$$;" : "\n}\n";
+  const end = source.indexOf(close, start.index);
+  return source.slice(start.index, end < 0 ? undefined : end + close.length);
 }
 
 /** The patterns of a row that the function's text lacks (all of them when the function is gone). */
 export function missingPatterns(source: string, row: GuardRow): string[] {
-  const text = functionText(source, row.fn);
+  const text = functionText(source, row.fn, row.file);
   if (text === null) return [...row.patterns];
   const body = collapse(text);
   return row.patterns.filter((p) => !body.includes(pattern(p)));

@@ -12,22 +12,48 @@ describe("the guards the model assumes are in the code", () => {
     expect(missingPatterns(source(row.file), row), `${row.file} ${row.fn}`).toEqual([]);
   });
 
-  it("notices a removed guard (the owner-token condition cut out of commitPhase)", () => {
+  it("notices a removed guard (the owner-token condition cut out of one branch of commit_phase)", () => {
     const row = GUARDS.find((r) => r.transition === "phase commit");
     if (!row) throw new Error("no phase commit row");
     const text = source(row.file);
+    const start = text.indexOf("CREATE OR REPLACE FUNCTION commit_phase(");
+    const cut =
+      text.slice(0, start) +
+      text
+        .slice(start)
+        .replace("AND owner_token = p_owner_token AND status = 'in_flight';", "AND status = 'in_flight';");
+    expect(cut).not.toBe(text);
+    expect(missingPatterns(cut, row)).toEqual([row.patterns[0]]);
+  });
+
+  it("notices a removed guard in a store function (the fence cut out of parkOwnRun)", () => {
+    const row = GUARDS.find((r) => r.fn === "parkOwnRun");
+    if (!row) throw new Error("no parkOwnRun row");
+    const text = source(row.file);
     const cut = text.replace(
-      /AND owner_token = \$\{own\.ownerToken\} AND status = 'in_flight'/,
+      /AND owner_token = \$\{own\.ownerToken\} AND status = 'in_flight'/g,
       "AND status = 'in_flight'",
     );
     expect(cut).not.toBe(text);
-    expect(missingPatterns(cut, row)).toEqual([row.patterns[0]]);
+    expect(missingPatterns(cut, row)).toContain(row.patterns[0]);
+  });
+
+  it("notices a completion that no longer announces a durable run (pg_notify cut out of complete_run)", () => {
+    const row = GUARDS.find((r) => r.transition === "completion");
+    if (!row) throw new Error("no completion row");
+    const text = source(row.file);
+    const start = text.indexOf("CREATE OR REPLACE FUNCTION complete_run(");
+    const cut =
+      text.slice(0, start) +
+      text.slice(start).replace("PERFORM pg_notify('idempo_done', md5(p_tenant_id || chr(31) || p_key));", "NULL;");
+    expect(cut).not.toBe(text);
+    expect(missingPatterns(cut, row)).toEqual([row.patterns[row.patterns.length - 1]]);
   });
 
   it("notices a renamed function", () => {
     const row = GUARDS.find((r) => r.transition === "takeover");
     if (!row) throw new Error("no takeover row");
-    const renamed = source(row.file).replace("function takeOverExpiredLease", "function takeOver");
+    const renamed = source(row.file).replace("FUNCTION take_over_expired_lease(", "FUNCTION take_over(");
     expect(missingPatterns(renamed, row)).toEqual(row.patterns);
   });
 });

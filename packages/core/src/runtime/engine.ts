@@ -433,9 +433,11 @@ export function createEngine<DB>(options: EngineOptions<DB>): Engine {
       return await claimAndRun(wf, request, span, claimed);
     } catch (error) {
       if (!(error instanceof IdempoError) && isConnectionLoss(error)) throw new DatabaseUnavailableError(error);
-      if ((error as { code?: string }).code === "42P01" && String((error as Error).message).includes(tables.schema)) {
+      // A missing table, statement function (a schema migrated by an older release) or schema.
+      const missing = ["42P01", "42883", "3F000"].includes(String((error as { code?: string }).code));
+      if (missing && String((error as Error).message).includes(tables.schema)) {
         throw new WorkflowUsageError(
-          `idempo's tables are missing in schema '${tables.schema}': run engine.migrate() (or \`idempo migrate\`) before runOnce`,
+          `idempo's tables or functions are missing in schema '${tables.schema}': run engine.migrate() (or \`idempo migrate\`) before runOnce`,
         );
       }
       throw error;

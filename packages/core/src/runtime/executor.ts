@@ -4,7 +4,6 @@
  * result fenced on the owner token, and repeat until the run completes.
  */
 
-import { sql } from "kysely";
 import {
   AttemptTimeoutError,
   DatabaseUnavailableError,
@@ -40,6 +39,7 @@ import { isConnectionLoss, isTransient } from "./db-errors.js";
 import type { FaultHook } from "./hooks.js";
 import { LeaseKeeper } from "./lease-keeper.js";
 import { phaseOutbox } from "./phase-outbox.js";
+import { inPhaseTransaction } from "./phase-transaction.js";
 import type { RunResult } from "./run-result.js";
 import { CrashSignal, FailSignal, RejectSignal } from "./signals.js";
 import { callStep } from "./step-call.js";
@@ -408,10 +408,9 @@ async function runPhase(
   const started = Date.now();
   for (let tries = 1; ; tries++) {
     try {
-      const work = deps.db.transaction().execute(async (tx): Promise<Outcome> => {
-        // Bound every row-lock wait of this phase (a stalled attempt may hold the rows it needs).
-        // A SET takes no snapshot, so the phase may still choose its isolation level after it.
-        await sql.raw(`SET LOCAL lock_timeout = '${lockTimeout}ms'`).execute(tx);
+      // Every row-lock wait of this phase is bounded by lock_timeout (a stalled attempt may hold the rows it
+      // needs); the transaction begins, with that setting, on the phase's first statement.
+      const work = inPhaseTransaction(deps.db, lockTimeout, async ({ tx, committer }): Promise<Outcome> => {
         let result: unknown;
         try {
           const ctl = control();
@@ -437,7 +436,8 @@ async function runPhase(
           ...(last ? { response: await respondWith(plan.def, { ...info, state }) } : {}),
         };
         if (advance.response) lease.finishing();
-        if (!(await commitPhase(tx, deps.tables, plan.own, advance))) throw lease.lost();
+        // A phase that never used tx commits its recovery point alone, in autocommit.
+        if (!(await commitPhase(committer(), deps.tables, plan.own, advance))) throw lease.lost();
         return advance.response
           ? { kind: "done", result: resultOf(advance.response, false) }
           : { kind: "continue", state };

@@ -57,27 +57,11 @@ interface ClaimRow {
  * was taken it is invisible here, and the caller simply asks again.
  */
 export async function claimNewKey(db: Executor, t: Tables, run: NewRun): Promise<ClaimResult> {
+  // The statement is the function claim_new_key of migration 0008 (a cached plan on every driver).
   const { rows } = await sql<ClaimRow>`/* idempo:claim */
-    WITH inserted AS (
-      INSERT INTO ${t.runs} (tenant_id, key, run_id, workflow, definition, definition_hash, fingerprint,
-                             input, parsed_input_hash, status, owner_token, locked_until, attempt, retention_ms,
-                             workflow_version)
-      VALUES (${run.tenantId}, ${run.key}, ${run.runId}, ${run.workflow}, ${JSON.stringify(run.outline)}::json,
-              ${run.definitionHash}, ${run.fingerprint}, ${run.input}::json, ${run.parsedInputHash}, 'in_flight',
-              ${run.ownerToken},
-              clock_timestamp() + ${leaseInterval(run.leaseMs)}, 1, ${run.retentionMs}, ${run.workflowVersion})
-      ON CONFLICT (tenant_id, key) DO NOTHING
-      RETURNING 1
-    )
-    SELECT EXISTS (SELECT 1 FROM inserted) AS claimed,
-           r.workflow, r.fingerprint, r.status,
-           GREATEST(0, ceil(extract(epoch FROM (r.locked_until - clock_timestamp())) * 1000))::float8 AS lease_remaining_ms,
-           (r.status = 'completed' AND r.expires_at <= clock_timestamp()) AS expired,
-           r.outcome, r.parked_reason, r.response_status, r.response_body::text AS response_body,
-           CASE WHEN r.status = 'suspended'
-                THEN ceil(extract(epoch FROM (r.wake_at - clock_timestamp())) * 1000)::float8 END AS wake_remaining_ms
-    FROM (VALUES (1)) AS one (x)
-    LEFT JOIN ${t.runs} r ON r.tenant_id = ${run.tenantId} AND r.key = ${run.key}
+    SELECT * FROM ${sql.id(t.schema, "claim_new_key")}(${run.tenantId}, ${run.key}, ${run.runId}, ${run.workflow},
+      ${run.workflowVersion}, ${JSON.stringify(run.outline)}, ${run.definitionHash}, ${run.fingerprint}, ${run.input},
+      ${run.parsedInputHash}, ${run.ownerToken}, ${run.leaseMs}, ${run.retentionMs})
   `.execute(db);
   const row = rows[0];
   if (!row) throw new Error("claim statement returned no row");
@@ -193,23 +177,10 @@ export async function takeOverExpiredLease(
   req: TakeoverRequest,
 ): Promise<TakeoverResult | null> {
   const reason = `maxAttempts (${req.maxAttempts}) reached: ${req.maxAttempts} attempts started and none finished`;
+  // The statement is the function take_over_expired_lease of migration 0008.
   const { rows } = await sql<TakeoverRow>`/* idempo:takeover */
-    UPDATE ${t.runs}
-    SET (status, owner_token, locked_until, attempt, parked_reason, parked_at) = (
-          SELECT CASE WHEN x.exhausted THEN 'parked' ELSE 'in_flight' END,
-                 CASE WHEN x.exhausted THEN NULL ELSE ${req.ownerToken}::text END,
-                 CASE WHEN x.exhausted THEN NULL ELSE clock_timestamp() + ${leaseInterval(req.leaseMs)} END,
-                 CASE WHEN x.exhausted THEN attempt ELSE attempt + 1 END,
-                 CASE WHEN x.exhausted THEN ${reason}::text END,
-                 CASE WHEN x.exhausted THEN clock_timestamp() END
-          FROM (SELECT attempt - attempt_floor >= ${req.maxAttempts}::int AS exhausted) AS x
-        ),
-        updated_at = clock_timestamp()
-    WHERE tenant_id = ${req.tenantId} AND key = ${req.key}
-      AND status = 'in_flight' AND locked_until <= clock_timestamp()
-      AND (${req.fingerprint}::text IS NULL OR fingerprint = ${req.fingerprint})
-    RETURNING status, parked_reason, run_id, attempt, recovery_point, state::text AS state, input::text AS input,
-              definition::text AS definition, definition_hash, workflow, parsed_input_hash, workflow_version
+    SELECT * FROM ${sql.id(t.schema, "take_over_expired_lease")}(${req.tenantId}, ${req.key}, ${req.ownerToken},
+      ${req.leaseMs}, ${req.fingerprint}, ${req.maxAttempts}, ${reason})
   `.execute(db);
   const row = rows[0];
   if (!row) return null;

@@ -43,17 +43,25 @@ export function migrationsDir(moduleUrl: string = import.meta.url): string {
  * Split a migration file into statements: each ends with `;` at the end of a
  * line, and `--` comments are dropped. Statement by statement, because
  * drivers on the extended protocol (PGlite) accept one command per query.
- * Migration files follow this shape (no `$$` bodies spanning such lines).
+ * A function body between `$$` quotes is one statement with the CREATE that
+ * holds it, whatever `;` its lines end with; the body closes with `$$;`.
  */
 function splitStatements(text: string): string[] {
-  const withoutComments = text
-    .split("\n")
-    .map((line) => line.replace(/--.*$/, ""))
-    .join("\n");
-  return withoutComments
-    .split(/;\s*$/m)
-    .map((s) => s.trim())
-    .filter((s) => s.length > 0);
+  const statements: string[] = [];
+  let current: string[] = [];
+  let inBody = false;
+  for (const raw of text.split("\n")) {
+    const line = raw.replace(/--.*$/, "");
+    current.push(line);
+    // An odd number of `$$` on a line opens or closes a body.
+    if ((line.split("$$").length - 1) % 2 === 1) inBody = !inBody;
+    if (!inBody && /;\s*$/.test(line)) {
+      statements.push(current.join("\n").replace(/;\s*$/, ""));
+      current = [];
+    }
+  }
+  statements.push(current.join("\n"));
+  return statements.map((s) => s.trim()).filter((s) => s.length > 0);
 }
 
 /** Every migration file, in version order. */

@@ -66,23 +66,13 @@ export interface Advance {
  * @returns false when the attempt no longer owns the key.
  */
 export async function commitPhase(tx: Executor, t: Tables, own: Ownership, adv: Advance): Promise<boolean> {
-  const { rows } = await sql<{ n: number }>`/* idempo:commit_phase */
-    WITH advanced AS (
-      UPDATE ${t.runs}
-      SET recovery_point = ${adv.name}, state = ${adv.state}::json, updated_at = clock_timestamp(),
-          ${leaseOrCompletion(adv)}
-      WHERE tenant_id = ${own.tenantId} AND key = ${own.key}
-        AND owner_token = ${own.ownerToken} AND status = 'in_flight'
-      RETURNING tenant_id, key, status, durable
-    ), logged AS (
-      INSERT INTO ${t.history} (tenant_id, key, run_id, entry_id, kind, name, attempt, outcome, started_at, finished_at)
-      SELECT ${own.tenantId}, ${own.key}, ${own.runId}, ${newId()}, 'phase', ${adv.name}, ${adv.attempt},
-             'succeeded', now(), clock_timestamp()
-      FROM advanced
-    ), ${announceCompletion("advanced")}
-    SELECT (SELECT count(*) FROM advanced)::int AS n, (SELECT count(*) FROM announced) AS announced
+  // The statement is the function commit_phase of migration 0008 (a cached plan on every driver).
+  const { rows } = await sql<{ ok: boolean }>`/* idempo:commit_phase */
+    SELECT ${sql.id(t.schema, "commit_phase")}(${own.tenantId}, ${own.key}, ${own.ownerToken}, ${own.runId}, ${newId()},
+      ${adv.name}, ${adv.attempt}, ${adv.state}, ${adv.leaseMs}, ${adv.response?.outcome ?? null},
+      ${adv.response?.status ?? null}, ${adv.response?.body ?? null}) AS ok
   `.execute(tx);
-  return (rows[0]?.n ?? 0) === 1;
+  return rows[0]?.ok === true;
 }
 
 export interface StepStart {
@@ -105,27 +95,10 @@ export async function recordStepStarted(
   step: StepStart,
 ): Promise<{ entryId: string; priorStarts: number } | null> {
   const entryId = newId();
+  // The statement is the function record_step_started of migration 0008.
   const { rows } = await sql<{ owned: number; prior_starts: number }>`/* idempo:step_started */
-    WITH owner AS (
-      SELECT 1 FROM ${t.runs}
-      WHERE tenant_id = ${own.tenantId} AND key = ${own.key} AND owner_token = ${own.ownerToken} AND status = 'in_flight'
-    ), prior AS (
-      SELECT count(*)::int AS n FROM ${t.history}
-      WHERE tenant_id = ${own.tenantId} AND key = ${own.key} AND run_id = ${own.runId}
-        AND kind = 'step' AND name = ${step.name}
-    ), interrupted AS (
-      -- Earlier attempts that started this step and never recorded it were cut off.
-      UPDATE ${t.history} SET outcome = 'interrupted', finished_at = clock_timestamp()
-      WHERE tenant_id = ${own.tenantId} AND key = ${own.key} AND run_id = ${own.runId}
-        AND kind = 'step' AND name = ${step.name} AND outcome = 'started' AND EXISTS (SELECT 1 FROM owner)
-    ), started AS (
-      INSERT INTO ${t.history} (tenant_id, key, run_id, entry_id, kind, name, attempt, derived_key, outcome, started_at)
-      SELECT ${own.tenantId}, ${own.key}, ${own.runId}, ${entryId}, 'step', ${step.name}, ${step.attempt},
-             ${step.derivedKey}, 'started', clock_timestamp()
-      FROM owner
-      RETURNING 1
-    )
-    SELECT (SELECT count(*) FROM started)::int AS owned, (SELECT n FROM prior) AS prior_starts
+    SELECT * FROM ${sql.id(t.schema, "record_step_started")}(${own.tenantId}, ${own.key}, ${own.ownerToken},
+      ${own.runId}, ${entryId}, ${step.name}, ${step.attempt}, ${step.derivedKey})
   `.execute(db);
   const row = rows[0];
   if (row?.owned !== 1) return null;
@@ -150,22 +123,13 @@ export async function recordStepResult(
   outcome: "succeeded" | "reconciled",
   adv: Advance,
 ): Promise<boolean> {
-  const { rows } = await sql<{ n: number }>`/* idempo:step_result */
-    WITH advanced AS (
-      UPDATE ${t.runs}
-      SET recovery_point = ${adv.name}, state = ${adv.state}::json, updated_at = clock_timestamp(),
-          ${leaseOrCompletion(adv)}
-      WHERE tenant_id = ${own.tenantId} AND key = ${own.key}
-        AND owner_token = ${own.ownerToken} AND status = 'in_flight'
-      RETURNING tenant_id, key, status, durable
-    ), logged AS (
-      UPDATE ${t.history} SET outcome = ${outcome}, finished_at = clock_timestamp()
-      WHERE tenant_id = ${own.tenantId} AND key = ${own.key} AND entry_id = ${entryId}
-        AND EXISTS (SELECT 1 FROM advanced)
-    ), ${announceCompletion("advanced")}
-    SELECT (SELECT count(*) FROM advanced)::int AS n, (SELECT count(*) FROM announced) AS announced
+  // The statement is the function record_step_result of migration 0008.
+  const { rows } = await sql<{ ok: boolean }>`/* idempo:step_result */
+    SELECT ${sql.id(t.schema, "record_step_result")}(${own.tenantId}, ${own.key}, ${own.ownerToken}, ${entryId},
+      ${outcome}, ${adv.name}, ${adv.state}, ${adv.leaseMs}, ${adv.response?.outcome ?? null},
+      ${adv.response?.status ?? null}, ${adv.response?.body ?? null}) AS ok
   `.execute(db);
-  return (rows[0]?.n ?? 0) === 1;
+  return rows[0]?.ok === true;
 }
 
 /**
@@ -176,17 +140,12 @@ export async function recordStepResult(
  * @returns false when the attempt no longer owns the key.
  */
 export async function completeRun(db: Executor, t: Tables, own: Ownership, response: StoredResponse): Promise<boolean> {
-  const { rows } = await sql<{ n: number }>`/* idempo:complete */
-    WITH completed AS (
-      UPDATE ${t.runs}
-      SET updated_at = clock_timestamp(), ${completion(response)}
-      WHERE tenant_id = ${own.tenantId} AND key = ${own.key}
-        AND owner_token = ${own.ownerToken} AND status = 'in_flight'
-      RETURNING tenant_id, key, status, durable
-    ), ${announceCompletion("completed")}
-    SELECT (SELECT count(*) FROM completed)::int AS n, (SELECT count(*) FROM announced) AS announced
+  // The statement is the function complete_run of migration 0008.
+  const { rows } = await sql<{ ok: boolean }>`/* idempo:complete */
+    SELECT ${sql.id(t.schema, "complete_run")}(${own.tenantId}, ${own.key}, ${own.ownerToken}, ${response.outcome},
+      ${response.status}, ${response.body}) AS ok
   `.execute(db);
-  return (rows[0]?.n ?? 0) === 1;
+  return rows[0]?.ok === true;
 }
 
 /**
@@ -257,12 +216,11 @@ export async function deleteClaim(db: Executor, t: Tables, own: Ownership): Prom
  * @returns false when the attempt no longer owns the key.
  */
 export async function renewLease(db: Executor, t: Tables, own: Ownership, leaseMs: number): Promise<boolean> {
-  const { rows } = await sql`/* idempo:renew */
-    UPDATE ${t.runs} SET locked_until = clock_timestamp() + ${leaseInterval(leaseMs)}
-    WHERE tenant_id = ${own.tenantId} AND key = ${own.key} AND owner_token = ${own.ownerToken} AND status = 'in_flight'
-    RETURNING 1
+  // The statement is the function renew_lease of migration 0008.
+  const { rows } = await sql<{ ok: boolean }>`/* idempo:renew */
+    SELECT ${sql.id(t.schema, "renew_lease")}(${own.tenantId}, ${own.key}, ${own.ownerToken}, ${leaseMs}) AS ok
   `.execute(db);
-  return rows.length === 1;
+  return rows[0]?.ok === true;
 }
 
 /**

@@ -27,7 +27,7 @@ import { applyMigrations } from "../store/migrate.js";
 import { selectHistory, selectOutcome, selectRecord, selectRecords } from "../store/operations.js";
 import type { Executor, TakenRun } from "../store/run-store.js";
 import { tablesIn } from "../store/run-store.js";
-import { deliverSignal, lockRunForSignal } from "../store/signals.js";
+import { deliverSignal, lockRunForSignal, TIMED_OUT } from "../store/signals.js";
 import type { Logger } from "../telemetry/logger.js";
 import { SILENT } from "../telemetry/logger.js";
 import type { ClaimResult, SpanScope } from "../telemetry/telemetry.js";
@@ -199,7 +199,7 @@ export interface Engine extends AdminApi, OperatorVerbs {
    * @throws InvalidIdempotencyKeyError (400) bad key or tenant, before any SQL.
    * @throws InputValidationError (400) the payload is not JSON or fails the wait's schema, or the run's workflow waits for no such name.
    * @throws IdempotencyKeyMismatchError (422) a different payload was already delivered under this name.
-   * @throws RunStateError (409) the run is completed and this signal is new.
+   * @throws RunStateError (409) the run is completed and this signal is new, or the wait timed out before it arrived.
    * @throws RunNotFoundError (404) the key has no record (or only one past retention).
    */
   signal(tenantId: string, key: string, name: string, payload: unknown): Promise<SignalResult>;
@@ -806,6 +806,15 @@ export function createEngine<DB>(options: EngineOptions<DB>): Engine {
         mayStore: run.status !== "completed",
       });
       if (done.existing !== null) {
+        if (done.existing === TIMED_OUT) {
+          throw new RunStateError(
+            tenantId,
+            key,
+            run.status,
+            `timed out waiting for signal '${name}' before it arrived; the run went on without it ` +
+              "(onTimeout or a stored 408), so the signal changes nothing",
+          );
+        }
         if (done.existing === fingerprint) return { duplicate: true, woke: false };
         throw new IdempotencyKeyMismatchError(tenantId, key, `a different payload for signal '${name}'`);
       }

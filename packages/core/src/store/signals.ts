@@ -8,6 +8,13 @@ import { sql } from "kysely";
 import { DUE_CHANNEL } from "./notify-channels.js";
 import type { Executor, RunStatus, Tables } from "./run-store.js";
 
+/**
+ * The fingerprint of the marker a timed-out wait leaves under its name (a
+ * real signal's fingerprint is SHA-256 hex, so the two never meet): the
+ * wait went on without its signal, and a signal that comes later is refused.
+ */
+export const TIMED_OUT = "timed_out";
+
 /** The run a signal is for, as its row lock found it. */
 export interface SignalTarget {
   readonly runId: string;

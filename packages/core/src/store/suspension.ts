@@ -11,6 +11,7 @@ import type { Advance } from "./progress.js";
 import { announceCompletion, leaseOrCompletion } from "./progress.js";
 import type { Executor, Ownership, Tables } from "./run-store.js";
 import { leaseInterval } from "./run-store.js";
+import { TIMED_OUT } from "./signals.js";
 
 export interface SleepCommit {
   readonly name: string;
@@ -95,7 +96,10 @@ interface WaitRow {
  * read the signal, or find the wait's deadline passed, or else suspend the
  * run on it. The deadline is set when the run first suspends on the item and
  * kept when it suspends there again (after a takeover), so restarts never
- * extend it. A timed-out wait's history entry is closed here.
+ * extend it. A timed-out wait's history entry is closed here, and the wait
+ * is marked timed out in the signals table: a signal that arrives after the
+ * timeout was decided (while `onTimeout` runs, or later) is refused instead
+ * of being kept and never read.
  *
  * Race closed: the lost wake-up. A signal committed while the run is
  * between "checked for the signal" and "committed suspended" would find
@@ -117,6 +121,7 @@ export async function checkSignalOrSuspend(
     WITH sig AS (
       SELECT payload::text AS payload FROM ${t.signals}
       WHERE tenant_id = ${own.tenantId} AND key = ${own.key} AND run_id = ${own.runId} AND name = ${w.name}
+        AND fingerprint <> ${TIMED_OUT}
     ), run AS (
       SELECT (wait_kind = 'signal' AND wait_name = ${w.name}) AS same_wait, wake_at FROM ${t.runs}
       WHERE tenant_id = ${own.tenantId} AND key = ${own.key} AND owner_token = ${own.ownerToken}
@@ -134,6 +139,17 @@ export async function checkSignalOrSuspend(
         AND owner_token = ${own.ownerToken} AND status = 'in_flight'
         AND NOT EXISTS (SELECT 1 FROM sig) AND NOT (SELECT timed_out FROM verdict)
       RETURNING wake_at
+    ), waiting_again AS (
+      -- A wait that runs again (retryFrom) accepts a signal again.
+      DELETE FROM ${t.signals}
+      WHERE tenant_id = ${own.tenantId} AND key = ${own.key} AND run_id = ${own.runId} AND name = ${w.name}
+        AND fingerprint = ${TIMED_OUT} AND EXISTS (SELECT 1 FROM suspended)
+    ), closed_to_signals AS (
+      -- The timeout is decided: a signal that comes later is refused, not kept unread.
+      INSERT INTO ${t.signals} (tenant_id, key, run_id, name, payload, fingerprint)
+      SELECT ${own.tenantId}, ${own.key}, ${own.runId}, ${w.name}, 'null'::json, ${TIMED_OUT}
+      FROM verdict WHERE verdict.timed_out
+      ON CONFLICT DO NOTHING
     ), logged AS (
       INSERT INTO ${t.history} (tenant_id, key, run_id, entry_id, kind, name, attempt, outcome, started_at)
       SELECT ${own.tenantId}, ${own.key}, ${own.runId}, ${newId()}, 'wait', ${w.name}, ${w.attempt}, 'started',

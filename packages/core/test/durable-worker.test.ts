@@ -313,5 +313,11 @@ describe("engine.startWorker runs due suspended runs", () => {
       /not in workflows/,
     );
     expect(() => engine.startWorker({ workflows: [wf], concurrency: 0 })).toThrow(/concurrency must be an integer/);
+    // Not an object: refused, not silently ignored.
+    for (const bad of [5, "w", [1]]) {
+      expect(() =>
+        engine.startWorker({ workflows: [wf], workflowConcurrency: bad as unknown as Record<string, number> }),
+      ).toThrow(/workflowConcurrency must be an object/);
+    }
   });
 });

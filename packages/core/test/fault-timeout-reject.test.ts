@@ -18,7 +18,12 @@ const T = "acme";
 it("reject in onTimeout of a first-item wait is a usage error and keeps the run", async () => {
   const engine = createEngine({ db: t.db });
   const wf = workflow("timeout_reject")
-    .waitFor("approved", { timeoutMs: 60_000, onTimeout: (ctx) => ctx.reject(400, { code: "too_late" }) })
+    .waitFor("approved", {
+      timeoutMs: 60_000,
+      // Not in TimeoutContext's type: called as untyped JavaScript would call it.
+      onTimeout: (ctx) =>
+        (ctx as unknown as { reject(status: number, body: unknown): never }).reject(400, { code: "too_late" }),
+    })
     .respond(({ state }) => ({ status: 200, body: state }));
 
   expect((await engine.runOnce(wf, { tenantId: T, key: "k1", input: {} })).status).toBe(202);

@@ -934,7 +934,14 @@ export function createEngine<DB>(options: EngineOptions<DB>): Engine {
       intOption(at, "limit", opts.limit, 1, 10_000, 100);
       const concurrency = intOption(at, "concurrency", opts.concurrency, 1, 1_000, 10);
       const limits = new Map<string, number>();
-      for (const [name, limit] of Object.entries(opts.workflowConcurrency ?? {})) {
+      const perWorkflow = opts.workflowConcurrency ?? {};
+      if (typeof perWorkflow !== "object" || perWorkflow === null || Array.isArray(perWorkflow)) {
+        throw new InvalidOptionError(
+          "workflowConcurrency",
+          `${at}: workflowConcurrency must be an object of limits by workflow name, such as { checkout: 5 }`,
+        );
+      }
+      for (const [name, limit] of Object.entries(perWorkflow)) {
         if (!byName.has(name)) {
           throw new InvalidOptionError(
             "workflowConcurrency",

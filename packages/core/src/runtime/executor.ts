@@ -33,7 +33,7 @@ import { swapTraceParent } from "../store/trace.js";
 import { giveUpOwnLease, parkOwnRun } from "../store/transitions.js";
 import type { SpanScope, Telemetry } from "../telemetry/telemetry.js";
 import { keyHash } from "../telemetry/telemetry.js";
-import type { RunInfo } from "../workflow/context.js";
+import type { RunInfo, TimeoutContext } from "../workflow/context.js";
 import type { Definition, Item } from "../workflow/definition.js";
 import { isConnectionLoss, isTransient } from "./db-errors.js";
 import type { FaultHook } from "./hooks.js";
@@ -657,7 +657,8 @@ async function runWait(
   let value: unknown;
   try {
     value = await untilAborted(
-      Promise.resolve(onTimeout({ ...info, fail: ctl.fail, reject: ctl.reject })),
+      // `reject` is not in the type; it is passed for untyped callers, whom it tells what went wrong.
+      Promise.resolve(onTimeout({ ...info, fail: ctl.fail, reject: ctl.reject } as TimeoutContext<unknown, unknown>)),
       lease.signal,
     );
     ctl.rethrowCaught();

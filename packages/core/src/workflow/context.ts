@@ -92,6 +92,8 @@ export interface ReconcileContext<I, S> extends RunInfo<I, S> {
 
 /**
  * The argument of a `.waitFor` item's `onTimeout`: what a phase sees,
- * without `tx` and `outbox` (no transaction is open).
+ * without `tx` and `outbox` (no transaction is open), and with `fail` but
+ * not `reject`: the run was already answered (202) or enqueued when it
+ * suspended, so there is no claim left to refuse.
  */
-export interface TimeoutContext<I, S> extends RunInfo<I, S>, RunControl {}
+export interface TimeoutContext<I, S> extends RunInfo<I, S>, Pick<RunControl, "fail"> {}

@@ -30,6 +30,8 @@ CREATE TABLE signals (
   -- json, not jsonb: merged into state as it was sent.
   payload      json        NOT NULL,
   -- SHA-256 hex of the name and the RFC 8785 canonical payload: "the same signal".
+  -- 'timed_out' (payload null) marks a wait that went on without its signal:
+  -- a signal that comes later is refused.
   fingerprint  text        NOT NULL,
   created_at   timestamptz NOT NULL DEFAULT now(),
   PRIMARY KEY (tenant_id, key, run_id, name)

@@ -164,6 +164,7 @@ describe("checkout-3ds on PostgreSQL, workers killed while the runs wait", () =>
 
     const signals = await sql<{ key: string; payload: unknown }>`
       SELECT key, payload FROM idempo.signals WHERE tenant_id = ${TENANT} AND key IN (${a.key}, ${b.key})
+        AND fingerprint <> 'timed_out'
     `.execute(clone.db);
     const statuses = await orderStatuses(clone.db, TENANT, [a.input.cartId, b.input.cartId]);
     const records = await Promise.all(orders.map((o) => engine.inspect(TENANT, o.key)));

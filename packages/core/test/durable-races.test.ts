@@ -169,7 +169,8 @@ describe("waiting for a result", () => {
       .respond(({ state }) => ({ status: 201, body: state }));
 
   it("engine.wait resolves with the stored result of a run in flight elsewhere; 409 at the timeout; typed errors", async () => {
-    const owner = createEngine({ db: t.connect(3) });
+    // A ten-minute lease: the owner's lease is still running when the waiter looks, however slow the machine.
+    const owner = createEngine({ db: t.connect(3), leaseMs: 600_000 });
     const waiter = createEngine({ db: t.connect(2) });
     const wf = slow();
     const pause = pauseAt(owner, "before:phase:b");

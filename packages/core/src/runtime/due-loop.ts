@@ -8,6 +8,7 @@ import type { DueRun } from "../store/due-runs.js";
 import { DUE_CHANNEL } from "../store/notify-channels.js";
 import type { NotificationSource } from "./notifications.js";
 import { subscribe } from "./notifications.js";
+import { WakeUp } from "./wake-up.js";
 
 export interface DueLoopOptions {
   readonly workflows: readonly string[];
@@ -41,24 +42,8 @@ export function startDueLoop(options: DueLoopOptions, ops: DueLoopOps): { stop()
   /** When this loop last started a run of each tenant (a counter, not a clock). */
   const served = new Map<string, number>();
   let serial = 0;
-  let woken = false;
-  let wakeUp: (() => void) | undefined;
-
-  const wake = () => {
-    woken = true;
-    wakeUp?.();
-  };
-  const sleepUntilWoken = (ms: number) =>
-    new Promise<void>((resolve) => {
-      if (woken || stopping.signal.aborted) return resolve();
-      const timer = setTimeout(done, ms);
-      function done() {
-        clearTimeout(timer);
-        wakeUp = undefined;
-        resolve();
-      }
-      wakeUp = done;
-    });
+  const alarm = new WakeUp(stopping.signal);
+  const wake = () => alarm.wake();
 
   const limitOf = (workflow: string) => options.limits.get(workflow) ?? Number.POSITIVE_INFINITY;
   const idOf = (r: DueRun) => JSON.stringify([r.tenantId, r.key]);
@@ -105,7 +90,7 @@ export function startDueLoop(options: DueLoopOptions, ops: DueLoopOps): { stop()
 
   async function loop(): Promise<void> {
     while (!stopping.signal.aborted) {
-      woken = false;
+      alarm.clear();
       const free = options.concurrency - inFlight.size;
       let started = 0;
       let pause = options.pollMs;
@@ -127,7 +112,7 @@ export function startDueLoop(options: DueLoopOptions, ops: DueLoopOps): { stop()
           ops.onError(error);
         }
       }
-      if (started === 0 || inFlight.size >= options.concurrency) await sleepUntilWoken(pause);
+      if (started === 0 || inFlight.size >= options.concurrency) await alarm.pause(pause);
     }
     await Promise.all(inFlight);
   }
@@ -152,7 +137,7 @@ export function startDueLoop(options: DueLoopOptions, ops: DueLoopOps): { stop()
   return {
     async stop() {
       stopping.abort();
-      wakeUp?.();
+      wake();
       await done;
       await (await unsubscribe.catch(() => async () => {}))().catch(ops.onError);
     },

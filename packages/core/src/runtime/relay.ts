@@ -17,6 +17,7 @@ import type { NotificationSource } from "./notifications.js";
 import { subscribe } from "./notifications.js";
 import { intOption, MAX_TIMER_MS } from "./option-checks.js";
 import { CrashSignal } from "./signals.js";
+import { WakeUp } from "./wake-up.js";
 
 /** One outbox message as a handler sees it. */
 export interface OutboxMessage {
@@ -93,24 +94,8 @@ export function startRelay(
   const pollIntervalMs = intOption(at, "pollIntervalMs", options.pollIntervalMs, 1, MAX_TIMER_MS, 5_000);
   const onError = options.onError ?? (() => {});
   const stopping = new AbortController();
-  let woken = false;
-  let wakeUp: (() => void) | undefined;
-
-  const wake = () => {
-    woken = true;
-    wakeUp?.();
-  };
-  const sleepUntilWoken = () =>
-    new Promise<void>((resolve) => {
-      if (woken || stopping.signal.aborted) return resolve();
-      const timer = setTimeout(done, pollIntervalMs);
-      function done() {
-        clearTimeout(timer);
-        wakeUp = undefined;
-        resolve();
-      }
-      wakeUp = done;
-    });
+  const alarm = new WakeUp(stopping.signal);
+  const wake = () => alarm.wake();
 
   async function deliver(m: ClaimedMessage): Promise<void> {
     const handler = options.handlers[m.topic];
@@ -195,7 +180,7 @@ export function startRelay(
 
   async function loop(): Promise<void> {
     while (!stopping.signal.aborted) {
-      woken = false;
+      alarm.clear();
       const free = concurrency - inFlight.size;
       let batch: ClaimedMessage[] = [];
       if (free > 0) {
@@ -206,7 +191,7 @@ export function startRelay(
         }
       }
       for (const m of batch) occupy(m);
-      if (batch.length === 0 || inFlight.size >= concurrency) await sleepUntilWoken();
+      if (batch.length === 0 || inFlight.size >= concurrency) await alarm.pause(pollIntervalMs);
     }
     await Promise.all(inFlight);
   }
@@ -232,7 +217,7 @@ export function startRelay(
   return {
     async stop() {
       stopping.abort();
-      wakeUp?.();
+      wake();
       await running;
       await (await unsubscribe.catch(() => async () => {}))().catch(onError);
     },

@@ -16,7 +16,7 @@ import type { Replica } from "./replica.js";
 import { asFunctionCalls, bindReplica } from "./replica.js";
 import type { PgBench } from "./setup.js";
 import { BUSY_KEYS, REPLAY_KEYS } from "./setup.js";
-import { INPUT, newKey, ORDERS_DDL, orderOnce, seedCopies, TENANT } from "./workload.js";
+import { HELD_IN_FLIGHT, INPUT, newKey, ORDERS_DDL, orderOnce, seedCopies, TENANT } from "./workload.js";
 
 export interface PgliteBench {
   readonly db: Kysely<unknown>;
@@ -62,16 +62,7 @@ export async function preparePglite(bench: PgBench): Promise<PgliteBench> {
     toTenant: "busy",
     prefix: "bk-",
     count: BUSY_KEYS,
-    set: {
-      status: "'in_flight'::text",
-      owner_token: "'held-by-another-attempt'::text",
-      locked_until: "clock_timestamp() + interval '1 day'",
-      outcome: "NULL::text",
-      response_status: "NULL::int",
-      response_body: "NULL::json",
-      expires_at: "NULL::timestamptz",
-      completed_at: "NULL::timestamptz",
-    },
+    set: HELD_IN_FLIGHT,
   });
   await pglite.query("VACUUM ANALYZE");
   const r = bench.replicas;

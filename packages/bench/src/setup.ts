@@ -9,7 +9,7 @@ import { Kysely, PostgresDialect } from "kysely";
 import pg from "pg";
 import type { Replica } from "./replica.js";
 import { replicate, StatementRecorder, sendReplica } from "./replica.js";
-import { INPUT, ORDERS_DDL, orderOnce, seedCopies, TENANT, threeItems } from "./workload.js";
+import { HELD_IN_FLIGHT, INPUT, ORDERS_DDL, orderOnce, seedCopies, TENANT, threeItems } from "./workload.js";
 
 /** Completed keys the replay cells pick from at random. */
 export const REPLAY_KEYS = 20_000;
@@ -72,16 +72,7 @@ export async function preparePostgres(url: string): Promise<PgBench> {
     toTenant: "busy",
     prefix: "bk-",
     count: BUSY_KEYS,
-    set: {
-      status: "'in_flight'::text",
-      owner_token: "'held-by-another-attempt'::text",
-      locked_until: "clock_timestamp() + interval '1 day'",
-      outcome: "NULL::text",
-      response_status: "NULL::int",
-      response_body: "NULL::json",
-      expires_at: "NULL::timestamptz",
-      completed_at: "NULL::timestamptz",
-    },
+    set: HELD_IN_FLIGHT,
   });
   const replayRun = await recorder.record(() =>
     engine.runOnce(orderOnce, { tenantId: "replay", key: "rk-1", input: INPUT }),

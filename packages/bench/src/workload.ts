@@ -64,6 +64,22 @@ export interface SeedSpec {
 }
 
 /**
+ * Overrides for {@link seedCopies} that turn a completed record into one in
+ * flight under another attempt's day-long lease: every `runOnce` on it
+ * answers 409.
+ */
+export const HELD_IN_FLIGHT: Readonly<Record<string, string>> = Object.freeze({
+  status: "'in_flight'::text",
+  owner_token: "'held-by-another-attempt'::text",
+  locked_until: "clock_timestamp() + interval '1 day'",
+  outcome: "NULL::text",
+  response_status: "NULL::int",
+  response_body: "NULL::json",
+  expires_at: "NULL::timestamptz",
+  completed_at: "NULL::timestamptz",
+});
+
+/**
  * Copy a record `count` times. `jsonb_populate_record` keeps this
  * independent of the column list, which the migrations own.
  */

@@ -375,6 +375,10 @@ export function createEngine<DB>(options: EngineOptions<DB>): Engine {
     const newest = versions[0];
     if (newest?.items) known.set(newest.name, versions);
   };
+  /** `remember` for the workflow of a call: nothing to do on the hot path once it is known. */
+  const rememberCalled = (def: Definition) => {
+    if (known.get(def.name)?.[0] !== def) remember(versionsOf(def));
+  };
   if (options.workflows !== undefined) {
     for (const versions of deployedByName("createEngine", options.workflows).values()) remember(versions);
   }
@@ -452,7 +456,7 @@ export function createEngine<DB>(options: EngineOptions<DB>): Engine {
   ): Promise<RunResult<B>> {
     const def = wf?.definition;
     if (!def) throw new WorkflowDefinitionError("runOnce needs a workflow built with workflow(...).respond(...)");
-    remember(versionsOf(def));
+    rememberCalled(def);
     assertValidKey(request?.tenantId, "tenant id");
     assertValidKey(request.key, "idempotency key");
     const json = inputToJson(request.input);
@@ -714,7 +718,7 @@ export function createEngine<DB>(options: EngineOptions<DB>): Engine {
         "enqueue needs the caller's Kysely transaction (or Kysely instance) as its first argument",
       );
     }
-    remember(versionsOf(def));
+    rememberCalled(def);
     assertValidKey(request?.tenantId, "tenant id");
     assertValidKey(request.key, "idempotency key");
     const json = inputToJson(request.input);

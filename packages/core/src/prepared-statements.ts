@@ -1,13 +1,11 @@
 /**
- * Prepared statements for idempo's hot path on node-postgres. The engine's
- * hot-path statements are PL/pgSQL functions (migration 0008), so their plans
- * are cached on every pool without this wrapper; what a plain pool still
- * parses and plans per call is the short `SELECT fn(...)` that calls them.
- * This wrapper sends those calls (their text starts with an `idempo:` marker
- * comment) as named statements, once per connection, and listens for the
- * connection errors node-postgres emits; the application's own queries pass
- * through untouched. Measured with pgbench, 16 clients: the replay's call
- * runs 1.4-1.5x as fast named as unnamed (docs/benchmarks.md).
+ * A node-postgres pool wrapper with two jobs. It listens for the connection
+ * errors node-postgres emits between queries, which would otherwise crash the
+ * process. And it sends idempo's hot-path calls (their text starts with an
+ * `idempo:` marker comment) as named statements; the engine now does that
+ * itself on Kysely's `PostgresDialect` (the `preparedStatements` option of
+ * `createEngine`), so here it matters only for calls that reach the pool as
+ * plain text. The application's own queries pass through untouched.
  */
 import { createHash } from "node:crypto";
 
@@ -93,13 +91,13 @@ function naming<C extends QueryableClient>(client: C): C {
 }
 
 /**
- * Wrap a `pg.Pool` so idempo's claim, takeover, commit and renewal
- * statements (calls of its statement functions) run as prepared (named)
- * statements. Give the result to Kysely's `PostgresDialect`. Each distinct
- * statement is prepared once per connection (about ten). Optional: the
- * statements' own plans are cached without it.
+ * Wrap a `pg.Pool` so a connection that dies between queries never crashes
+ * the process, and idempo's hot-path calls that reach it as text (a marker
+ * comment first) run as prepared (named) statements, once per connection.
+ * Give the result to Kysely's `PostgresDialect`. The engine already prepares
+ * its calls on a plain pool by default, so the listeners are what this adds.
  *
- * It also listens for `'error'` events on the pool and on every client it
+ * It listens for `'error'` events on the pool and on every client it
  * hands out, so a lost connection (`pg_terminate_backend`, a server
  * restart, a dropped network) never crashes the process: the run in
  * progress raises `DatabaseUnavailableError` and a retry after its lease

@@ -45,7 +45,7 @@ export const GUARDS: readonly GuardRow[] = [
     transition: "claim (the call)",
     file: "store/claim.ts",
     fn: "claimNewKey",
-    patterns: ['sql.id(t.schema, "claim_new_key")'],
+    patterns: ['t.calls.call<ClaimRow>(db, "claim_new_key"'],
   },
   {
     transition: "reclaim",
@@ -68,7 +68,7 @@ export const GUARDS: readonly GuardRow[] = [
     transition: "takeover (the call)",
     file: "store/claim.ts",
     fn: "takeOverExpiredLease",
-    patterns: ['sql.id(t.schema, "take_over_expired_lease")'],
+    patterns: ['t.calls.call<TakeoverRow>(db, "take_over_expired_lease"'],
   },
   {
     transition: "park (takeover past maxAttempts)",

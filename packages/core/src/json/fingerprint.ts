@@ -1,4 +1,4 @@
-import { createHash } from "node:crypto";
+import { hash } from "node:crypto";
 import canonicalize from "canonicalize";
 import type { JsonValue } from "./json-value.js";
 
@@ -13,5 +13,5 @@ export function requestFingerprint(workflow: string, input: JsonValue): string {
   if (canonical === undefined) throw new TypeError("input has no canonical JSON form");
   // A NUL separator cannot occur in a workflow name (names are validated), so
   // the pair is encoded unambiguously.
-  return createHash("sha256").update(workflow).update("\u0000").update(canonical).digest("hex");
+  return hash("sha256", `${workflow}\u0000${canonical}`, "hex");
 }

@@ -98,6 +98,17 @@ export interface EngineOptions<DB> {
    */
   // biome-ignore lint/suspicious/noExplicitAny: any workflow, whatever its input and body types
   workflows?: readonly Workflow<any, any>[];
+  /**
+   * Send the engine's hot-path statements (the calls of its statement
+   * functions: claim, takeover, commits, renewal) as prepared statements,
+   * parsed and planned once per connection, when `db` is Kysely's
+   * `PostgresDialect` on node-postgres; other drivers always get plain text
+   * (Default: true). Set false behind a pooler that cannot keep prepared
+   * statements across transactions, such as PgBouncer before 1.21 in
+   * transaction mode (a pool wrapped with `withPreparedStatements` still
+   * names them). The application's own queries are never prepared.
+   */
+  preparedStatements?: boolean;
 }
 
 /** The arguments of one `runOnce` call. */
@@ -341,7 +352,13 @@ const MAX_RETENTION_MS = 100 * 365 * 24 * 60 * 60 * 1000;
  */
 export function createEngine<DB>(options: EngineOptions<DB>): Engine {
   const db = options.db as unknown as ExecutorDeps["db"];
-  const tables = tablesIn(options.schema ?? "idempo");
+  if (options.preparedStatements !== undefined && typeof options.preparedStatements !== "boolean") {
+    throw new InvalidOptionError(
+      "preparedStatements",
+      `createEngine: preparedStatements must be true or false, got ${JSON.stringify(options.preparedStatements)}`,
+    );
+  }
+  const tables = tablesIn(options.schema ?? "idempo", options.preparedStatements ?? true);
   if (!/^[A-Za-z_][A-Za-z0-9_]{0,62}$/.test(tables.schema)) {
     throw new WorkflowDefinitionError(`schema must be a plain SQL identifier, got ${JSON.stringify(tables.schema)}`);
   }

@@ -58,11 +58,21 @@ interface ClaimRow {
  */
 export async function claimNewKey(db: Executor, t: Tables, run: NewRun): Promise<ClaimResult> {
   // The statement is the function claim_new_key of migration 0008 (a cached plan on every driver).
-  const { rows } = await sql<ClaimRow>`/* idempo:claim */
-    SELECT * FROM ${sql.id(t.schema, "claim_new_key")}(${run.tenantId}, ${run.key}, ${run.runId}, ${run.workflow},
-      ${run.workflowVersion}, ${JSON.stringify(run.outline)}, ${run.definitionHash}, ${run.fingerprint}, ${run.input},
-      ${run.parsedInputHash}, ${run.ownerToken}, ${run.leaseMs}, ${run.retentionMs})
-  `.execute(db);
+  const rows = await t.calls.call<ClaimRow>(db, "claim_new_key", [
+    run.tenantId,
+    run.key,
+    run.runId,
+    run.workflow,
+    run.workflowVersion,
+    JSON.stringify(run.outline),
+    run.definitionHash,
+    run.fingerprint,
+    run.input,
+    run.parsedInputHash,
+    run.ownerToken,
+    run.leaseMs,
+    run.retentionMs,
+  ]);
   const row = rows[0];
   if (!row) throw new Error("claim statement returned no row");
   if (row.claimed) return { kind: "claimed" };
@@ -178,10 +188,15 @@ export async function takeOverExpiredLease(
 ): Promise<TakeoverResult | null> {
   const reason = `maxAttempts (${req.maxAttempts}) reached: ${req.maxAttempts} attempts started and none finished`;
   // The statement is the function take_over_expired_lease of migration 0008.
-  const { rows } = await sql<TakeoverRow>`/* idempo:takeover */
-    SELECT * FROM ${sql.id(t.schema, "take_over_expired_lease")}(${req.tenantId}, ${req.key}, ${req.ownerToken},
-      ${req.leaseMs}, ${req.fingerprint}, ${req.maxAttempts}, ${reason})
-  `.execute(db);
+  const rows = await t.calls.call<TakeoverRow>(db, "take_over_expired_lease", [
+    req.tenantId,
+    req.key,
+    req.ownerToken,
+    req.leaseMs,
+    req.fingerprint,
+    req.maxAttempts,
+    reason,
+  ]);
   const row = rows[0];
   if (!row) return null;
   if (row.status === "parked") return { kind: "parked", reason: row.parked_reason ?? reason };

@@ -67,11 +67,20 @@ export interface Advance {
  */
 export async function commitPhase(tx: Executor, t: Tables, own: Ownership, adv: Advance): Promise<boolean> {
   // The statement is the function commit_phase of migration 0008 (a cached plan on every driver).
-  const { rows } = await sql<{ ok: boolean }>`/* idempo:commit_phase */
-    SELECT ${sql.id(t.schema, "commit_phase")}(${own.tenantId}, ${own.key}, ${own.ownerToken}, ${own.runId}, ${newId()},
-      ${adv.name}, ${adv.attempt}, ${adv.state}, ${adv.leaseMs}, ${adv.response?.outcome ?? null},
-      ${adv.response?.status ?? null}, ${adv.response?.body ?? null}) AS ok
-  `.execute(tx);
+  const rows = await t.calls.call<{ ok: boolean }>(tx, "commit_phase", [
+    own.tenantId,
+    own.key,
+    own.ownerToken,
+    own.runId,
+    newId(),
+    adv.name,
+    adv.attempt,
+    adv.state,
+    adv.leaseMs,
+    adv.response?.outcome ?? null,
+    adv.response?.status ?? null,
+    adv.response?.body ?? null,
+  ]);
   return rows[0]?.ok === true;
 }
 
@@ -96,10 +105,16 @@ export async function recordStepStarted(
 ): Promise<{ entryId: string; priorStarts: number } | null> {
   const entryId = newId();
   // The statement is the function record_step_started of migration 0008.
-  const { rows } = await sql<{ owned: number; prior_starts: number }>`/* idempo:step_started */
-    SELECT * FROM ${sql.id(t.schema, "record_step_started")}(${own.tenantId}, ${own.key}, ${own.ownerToken},
-      ${own.runId}, ${entryId}, ${step.name}, ${step.attempt}, ${step.derivedKey})
-  `.execute(db);
+  const rows = await t.calls.call<{ owned: number; prior_starts: number }>(db, "record_step_started", [
+    own.tenantId,
+    own.key,
+    own.ownerToken,
+    own.runId,
+    entryId,
+    step.name,
+    step.attempt,
+    step.derivedKey,
+  ]);
   const row = rows[0];
   if (row?.owned !== 1) return null;
   return { entryId, priorStarts: row.prior_starts };
@@ -124,11 +139,19 @@ export async function recordStepResult(
   adv: Advance,
 ): Promise<boolean> {
   // The statement is the function record_step_result of migration 0008.
-  const { rows } = await sql<{ ok: boolean }>`/* idempo:step_result */
-    SELECT ${sql.id(t.schema, "record_step_result")}(${own.tenantId}, ${own.key}, ${own.ownerToken}, ${entryId},
-      ${outcome}, ${adv.name}, ${adv.state}, ${adv.leaseMs}, ${adv.response?.outcome ?? null},
-      ${adv.response?.status ?? null}, ${adv.response?.body ?? null}) AS ok
-  `.execute(db);
+  const rows = await t.calls.call<{ ok: boolean }>(db, "record_step_result", [
+    own.tenantId,
+    own.key,
+    own.ownerToken,
+    entryId,
+    outcome,
+    adv.name,
+    adv.state,
+    adv.leaseMs,
+    adv.response?.outcome ?? null,
+    adv.response?.status ?? null,
+    adv.response?.body ?? null,
+  ]);
   return rows[0]?.ok === true;
 }
 
@@ -141,10 +164,14 @@ export async function recordStepResult(
  */
 export async function completeRun(db: Executor, t: Tables, own: Ownership, response: StoredResponse): Promise<boolean> {
   // The statement is the function complete_run of migration 0008.
-  const { rows } = await sql<{ ok: boolean }>`/* idempo:complete */
-    SELECT ${sql.id(t.schema, "complete_run")}(${own.tenantId}, ${own.key}, ${own.ownerToken}, ${response.outcome},
-      ${response.status}, ${response.body}) AS ok
-  `.execute(db);
+  const rows = await t.calls.call<{ ok: boolean }>(db, "complete_run", [
+    own.tenantId,
+    own.key,
+    own.ownerToken,
+    response.outcome,
+    response.status,
+    response.body,
+  ]);
   return rows[0]?.ok === true;
 }
 
@@ -217,9 +244,7 @@ export async function deleteClaim(db: Executor, t: Tables, own: Ownership): Prom
  */
 export async function renewLease(db: Executor, t: Tables, own: Ownership, leaseMs: number): Promise<boolean> {
   // The statement is the function renew_lease of migration 0008.
-  const { rows } = await sql<{ ok: boolean }>`/* idempo:renew */
-    SELECT ${sql.id(t.schema, "renew_lease")}(${own.tenantId}, ${own.key}, ${own.ownerToken}, ${leaseMs}) AS ok
-  `.execute(db);
+  const rows = await t.calls.call<{ ok: boolean }>(db, "renew_lease", [own.tenantId, own.key, own.ownerToken, leaseMs]);
   return rows[0]?.ok === true;
 }
 

@@ -5,6 +5,7 @@
  */
 import type { Kysely, RawBuilder, Transaction } from "kysely";
 import { sql } from "kysely";
+import { StatementCalls } from "./statement-calls.js";
 
 /** Anything a statement can run on: the engine's database or a phase's transaction. */
 // biome-ignore lint/suspicious/noExplicitAny: the store is schema-agnostic; tables are addressed with sql.id
@@ -18,11 +19,15 @@ export interface Tables {
   readonly migrations: RawBuilder<unknown>;
   readonly outbox: RawBuilder<unknown>;
   readonly signals: RawBuilder<unknown>;
+  /** The calls of the statement functions in this schema. */
+  readonly calls: StatementCalls;
 }
 
-export function tablesIn(schema: string): Tables {
+/** @param prepare false to send the statement functions' calls unnamed (see {@link StatementCalls}). */
+export function tablesIn(schema: string, prepare = true): Tables {
   return {
     schema,
+    calls: new StatementCalls(schema, prepare),
     runs: sql.id(schema, "runs"),
     history: sql.id(schema, "run_history"),
     migrations: sql.id(schema, "schema_migrations"),

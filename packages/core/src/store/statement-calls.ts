@@ -1,0 +1,140 @@
+/**
+ * How the engine calls its statement functions (migration 0008): the hot
+ * path's claim, takeover, commits and renewal. Each call's text is built once
+ * per engine, not compiled by Kysely on every call, and on node-postgres it
+ * goes as a prepared (named) statement: the server parses and plans the short
+ * `SELECT fn($1, ...)` once per connection instead of once per call, as it
+ * already does for the statement inside the function. The application's own
+ * queries are never touched.
+ *
+ * node-postgres takes a query config `{ text, name }` in place of the text
+ * and prepares a named statement once per connection (its documented
+ * "prepared statements"); Kysely's `PostgresDialect` hands the compiled
+ * query's `sql` to `client.query` unchanged, so the engine gives it such a
+ * config. Other drivers (PGlite and the rest) get the plain text. Which one
+ * the database is, is read once per engine from the class of the connection
+ * its Kysely hands out.
+ */
+import { createHash } from "node:crypto";
+import type { Kysely, QueryResult } from "kysely";
+import { CompiledQuery } from "kysely";
+
+/** What a call needs of a database or a transaction. */
+// biome-ignore lint/suspicious/noExplicitAny: the store is schema-agnostic
+type Executor = Pick<Kysely<any>, "executeQuery" | "getExecutor" | "isTransaction">;
+
+/** The statement functions, with the marker comment the call carries (logs, `pg_stat_statements`) and its arity. */
+const FUNCTIONS = {
+  claim_new_key: { marker: "claim", arity: 13, answer: "row" },
+  take_over_expired_lease: { marker: "takeover", arity: 7, answer: "row" },
+  commit_phase: { marker: "commit_phase", arity: 12, answer: "ok" },
+  record_step_started: { marker: "step_started", arity: 8, answer: "row" },
+  record_step_result: { marker: "step_result", arity: 11, answer: "ok" },
+  complete_run: { marker: "complete", arity: 6, answer: "ok" },
+  renew_lease: { marker: "renew", arity: 4, answer: "ok" },
+} as const;
+
+/** A statement function of migration 0008. */
+export type StatementFunction = keyof typeof FUNCTIONS;
+
+/**
+ * A query config node-postgres prepares under `name` once per connection.
+ * Kysely's `log` callback and plugins see it where they expect the text, so
+ * it reads like its text: it prints as it, and String's methods and `length`
+ * answer for it.
+ */
+class NamedStatement {
+  constructor(
+    readonly text: string,
+    readonly name: string,
+  ) {}
+
+  get length(): number {
+    return this.text.length;
+  }
+
+  toString(): string {
+    return this.text;
+  }
+
+  toJSON(): string {
+    return this.text;
+  }
+}
+for (const method of Object.getOwnPropertyNames(String.prototype)) {
+  const fn = (String.prototype as unknown as Record<string, unknown>)[method];
+  if (typeof fn !== "function" || method in NamedStatement.prototype) continue;
+  Object.defineProperty(NamedStatement.prototype, method, {
+    value(this: NamedStatement, ...args: unknown[]) {
+      return (fn as (...a: unknown[]) => unknown).apply(this.text, args);
+    },
+  });
+}
+
+/** The class of the connection Kysely's `PostgresDialect` hands out over a node-postgres pool. */
+const NODE_POSTGRES_CONNECTION = "PostgresConnection";
+
+interface CallText {
+  readonly text: string;
+  readonly named: NamedStatement;
+}
+
+/**
+ * The calls of one engine's statement functions, in its schema.
+ *
+ * @param schema a plain SQL identifier (checked by `createEngine`).
+ * @param prepare false to send every call unnamed, as text (for a pooler
+ *   that cannot keep prepared statements, such as PgBouncer before 1.21 in
+ *   transaction mode).
+ */
+export class StatementCalls {
+  readonly #texts = new Map<StatementFunction, CallText>();
+  /** undefined until read from a connection; then whether calls go as named statements. */
+  #named: boolean | undefined;
+  #reading: Promise<void> | undefined;
+
+  constructor(
+    private readonly schema: string,
+    private readonly prepare: boolean,
+  ) {
+    if (!prepare) this.#named = false;
+  }
+
+  /**
+   * Call `fn` with `args` (in the function's parameter order) on `db`, a
+   * database or a transaction, and return the rows it answers. The first call
+   * on a database (not a transaction) reads which driver it is.
+   */
+  async call<R>(db: Executor, fn: StatementFunction, args: readonly unknown[]): Promise<R[]> {
+    const text = this.#texts.get(fn) ?? this.#build(fn);
+    if (this.#named === undefined && !db.isTransaction) await this.#readDriver(db);
+    const sql = this.#named ? (text.named as unknown as string) : text.text;
+    const result: QueryResult<R> = await db.executeQuery<R>(CompiledQuery.raw(sql, args as unknown[]));
+    return result.rows;
+  }
+
+  #build(fn: StatementFunction): CallText {
+    const { marker, arity, answer } = FUNCTIONS[fn];
+    const params = Array.from({ length: arity }, (_, i) => `$${i + 1}`).join(", ");
+    const target = `"${this.schema}"."${fn}"(${params})`;
+    const text = `/* idempo:${marker} */ SELECT ${answer === "row" ? `* FROM ${target}` : `${target} AS ok`}`;
+    // A name within PostgreSQL's 63 bytes that changes with the text, so two texts never share one.
+    const name = `idempo_${createHash("sha1").update(text).digest("hex").slice(0, 24)}`;
+    const built = { text, named: new NamedStatement(text, name) };
+    this.#texts.set(fn, built);
+    return built;
+  }
+
+  #readDriver(db: Executor): Promise<void> {
+    this.#reading ??= db
+      .getExecutor()
+      .provideConnection(async (connection) => {
+        this.#named = this.prepare && connection.constructor.name === NODE_POSTGRES_CONNECTION;
+      })
+      .catch((error: unknown) => {
+        this.#reading = undefined; // a database that was down is asked again next time
+        throw error;
+      });
+    return this.#reading;
+  }
+}

@@ -1,0 +1,117 @@
+import { PGlite } from "@electric-sql/pglite";
+import type { LogEvent } from "kysely";
+import { Kysely, PostgresDialect, sql } from "kysely";
+import { PGliteDialect } from "kysely-pglite-dialect";
+import pg from "pg";
+import { afterAll, describe, expect, it } from "vitest";
+import { createEngine, InvalidOptionError, workflow } from "../src/index.ts";
+import { useTestDatabase } from "./support/db.ts";
+
+// The engine's statement-function calls go as prepared statements on a plain
+// node-postgres pool, with no wrapper; the application's queries stay unnamed.
+const t = useTestDatabase();
+const open: Kysely<unknown>[] = [];
+afterAll(async () => {
+  for (const db of open) await db.destroy();
+});
+
+/** One connection, so the session that prepared the statements is the one asked. */
+function plainDb(log?: (event: LogEvent) => void): Kysely<unknown> {
+  const db = new Kysely<unknown>({
+    dialect: new PostgresDialect({ pool: new pg.Pool({ connectionString: t.url, max: 1 }) }),
+    ...(log ? { log } : {}),
+  });
+  open.push(db);
+  return db;
+}
+
+const wf = workflow("calls")
+  .phase("a", async ({ tx, key }) => {
+    await sql`INSERT INTO orders (id, tenant_id, cart_id, amount_cents) VALUES (${key}, 'calls', 'c', 1)`.execute(tx);
+    return { a: 1 };
+  })
+  .step("b", () => ({ b: 2 }))
+  .phase("c", () => ({ c: 3 }))
+  .respond(({ state }) => ({ status: 201, body: state }));
+
+async function prepared(db: Kysely<unknown>): Promise<{ name: string; statement: string }[]> {
+  const { rows } = await sql<{ name: string; statement: string }>`
+    SELECT name, statement FROM pg_prepared_statements ORDER BY statement`.execute(db);
+  return rows;
+}
+
+describe("the engine's statements on a plain pool", () => {
+  it("are prepared once per connection by default; the workflow's own statements are not", async () => {
+    const db = plainDb();
+    const engine = createEngine({ db });
+    for (let i = 0; i < 4; i++) {
+      expect((await engine.runOnce(wf, { tenantId: "calls", key: `p${i}`, input: {} })).status).toBe(201);
+      expect((await engine.runOnce(wf, { tenantId: "calls", key: `p${i}`, input: {} })).replayed).toBe(true);
+    }
+    const rows = await prepared(db);
+    expect(rows.map((r) => r.statement.match(/^\/\* idempo:(\w+) \*\//)?.[1])).toEqual([
+      "claim",
+      "commit_phase",
+      "step_result",
+      "step_started",
+    ]);
+    expect(rows.every((r) => r.name.startsWith("idempo_"))).toBe(true);
+    const { rows: orders } = await sql<{ n: number }>`
+      SELECT count(*)::int AS n FROM orders WHERE tenant_id = 'calls' AND id LIKE 'p%'`.execute(db);
+    expect(orders[0]?.n).toBe(4);
+  });
+
+  it("go as plain text with preparedStatements: false", async () => {
+    const db = plainDb();
+    const engine = createEngine({ db, preparedStatements: false });
+    expect((await engine.runOnce(wf, { tenantId: "calls", key: "u1", input: {} })).status).toBe(201);
+    expect((await engine.runOnce(wf, { tenantId: "calls", key: "u1", input: {} })).replayed).toBe(true);
+    expect(await prepared(db)).toEqual([]);
+  });
+
+  it("read like their text in Kysely's log", async () => {
+    const seen: string[] = [];
+    const db = plainDb((event) => {
+      const text = event.query.sql;
+      // What a log callback typically does with the text; none of it may throw.
+      if (text.startsWith("/* idempo:"))
+        seen.push(`${text.replace(/\s+/g, " ").slice(0, 40)}|${String(text).length > 0}`);
+      expect(JSON.parse(JSON.stringify({ sql: text })).sql).toBe(`${text}`);
+    });
+    const engine = createEngine({ db });
+    await engine.runOnce(wf, { tenantId: "calls", key: "log1", input: {} });
+    expect(seen[0]).toBe('/* idempo:claim */ SELECT * FROM "idempo|true');
+    // claim, phase a, step b started and its result, phase c (which completes the run).
+    expect(seen).toHaveLength(5);
+  });
+
+  it("still work after the session drops its cached plans (DDL, ANALYZE, DISCARD PLANS)", async () => {
+    const db = plainDb();
+    const engine = createEngine({ db });
+    await engine.runOnce(wf, { tenantId: "calls", key: "r1", input: {} });
+    // Invalidate every cached plan of the session, as DDL on the tables does.
+    await sql`ANALYZE idempo.runs`.execute(db);
+    await sql`DISCARD PLANS`.execute(db);
+    expect((await engine.runOnce(wf, { tenantId: "calls", key: "r2", input: {} })).status).toBe(201);
+    expect((await engine.runOnce(wf, { tenantId: "calls", key: "r1", input: {} })).replayed).toBe(true);
+  });
+
+  it("refuse a preparedStatements option that is not a boolean", () => {
+    const db = plainDb();
+    expect(() => createEngine({ db, preparedStatements: "yes" as unknown as boolean })).toThrow(InvalidOptionError);
+  });
+});
+
+describe("the engine's statements on PGlite", () => {
+  it("go as plain text (PGlite has no named statements) and every path works", async () => {
+    const pglite = await PGlite.create();
+    const db = new Kysely<unknown>({ dialect: new PGliteDialect(pglite) });
+    open.push(db);
+    const engine = createEngine({ db });
+    await engine.migrate();
+    await sql`CREATE TABLE orders (id text PRIMARY KEY, tenant_id text, cart_id text, amount_cents int)`.execute(db);
+    expect((await engine.runOnce(wf, { tenantId: "calls", key: "g1", input: {} })).status).toBe(201);
+    expect((await engine.runOnce(wf, { tenantId: "calls", key: "g1", input: {} })).replayed).toBe(true);
+    expect(await prepared(db)).toEqual([]);
+  });
+});

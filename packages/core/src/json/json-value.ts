@@ -13,12 +13,12 @@ const MAX_DEPTH = 512;
 /** Stop collecting after this many issues; one is enough to refuse. */
 const MAX_ISSUES = 10;
 
-// A high surrogate not followed by a low one, or a low one not preceded by a high one.
-const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
+/** `String.prototype.isWellFormed` (ES2024, in every Node this package supports; not in the ES2023 lib types). */
+const isWellFormed = (String.prototype as unknown as { isWellFormed: (this: string) => boolean }).isWellFormed;
 
-/** True when `s` is not well-formed UTF-16 (PostgreSQL cannot store it as text or jsonb). */
+/** True when `s` is not well-formed UTF-16: a lone surrogate (PostgreSQL cannot store it as text or jsonb). */
 export function hasLoneSurrogate(s: string): boolean {
-  return LONE_SURROGATE.test(s);
+  return !isWellFormed.call(s);
 }
 
 /** Outcome of {@link toJsonValue}: a frozen plain copy, or the issues found. */
@@ -36,62 +36,69 @@ export type JsonConversion = { ok: true; value: JsonValue } | { ok: false; issue
  * are shortened past twelve levels (see {@link formatPath}).
  */
 export function toJsonValue(value: unknown): JsonConversion {
-  const issues: InputIssue[] = [];
-  const ancestors = new Set<object>();
+  const walker = new Walker();
+  const converted = walker.walk(value, "", 0, true);
+  const { issues } = walker;
+  if (issues.length > 0 || converted === undefined) {
+    return { ok: false, issues: issues.length > 0 ? issues : [{ path: "$", message: "not a JSON value" }] };
+  }
+  return { ok: true, value: converted };
+}
 
-  // The path of the value being walked, one segment per level, formatted only when an issue needs it.
-  const segments: string[] = [];
-  // Set while walking what a toJSON returned, so the messages say where the value came from.
-  let fromToJson = 0;
+/** One conversion's walk; the path is kept as raw keys and formatted only when an issue needs it. */
+class Walker {
+  readonly issues: InputIssue[] = [];
+  readonly #ancestors = new Set<object>();
+  /** The keys and indexes from the root to the value being walked. */
+  readonly #path: (string | number)[] = [];
+  /** Set while walking what a toJSON returned, so the messages say where the value came from. */
+  #fromToJson = 0;
 
-  const fail = (message: string, extra?: string): undefined => {
-    if (issues.length < MAX_ISSUES) {
-      const path = formatPath(extra === undefined ? segments : [...segments, extra]);
-      issues.push({ path, message: fromToJson > 0 ? `${message} (returned by toJSON)` : message });
+  #fail(message: string, extra?: string): undefined {
+    if (this.issues.length < MAX_ISSUES) {
+      const keys = extra === undefined ? this.#path : [...this.#path, extra];
+      this.issues.push({
+        path: formatPath(keys.map(pathSegment)),
+        message: this.#fromToJson > 0 ? `${message} (returned by toJSON)` : message,
+      });
     }
     return undefined;
-  };
+  }
 
-  const checkString = (s: string, what: string, extra?: string): boolean => {
-    if (hasLoneSurrogate(s)) {
-      fail(`${what} holds a lone UTF-16 surrogate, which is not well-formed Unicode`, extra);
-      return false;
-    }
-    return true;
-  };
-
-  const child = (v: unknown, segment: string, key: string, depth: number): JsonValue | undefined => {
-    segments.push(segment);
+  #child(v: unknown, at: string | number, key: string, depth: number): JsonValue | undefined {
+    this.#path.push(at);
     try {
-      return walk(v, key, depth + 1, true);
+      return this.walk(v, key, depth + 1, true);
     } finally {
-      segments.pop();
+      this.#path.pop();
     }
-  };
+  }
 
-  const walk = (v: unknown, key: string, depth: number, callToJson: boolean): JsonValue | undefined => {
-    if (depth > MAX_DEPTH) return fail(`nested deeper than ${MAX_DEPTH} levels`);
+  walk(v: unknown, key: string, depth: number, callToJson: boolean): JsonValue | undefined {
+    if (depth > MAX_DEPTH) return this.#fail(`nested deeper than ${MAX_DEPTH} levels`);
     switch (typeof v) {
       case "string":
-        return checkString(v, "string") ? v : undefined;
+        return isWellFormed.call(v)
+          ? v
+          : this.#fail("string holds a lone UTF-16 surrogate, which is not well-formed Unicode");
       case "number":
-        if (!Number.isFinite(v)) return fail(`${v} is not a JSON number`);
+        if (!Number.isFinite(v)) return this.#fail(`${v} is not a JSON number`);
         return v === 0 ? 0 : v;
       case "boolean":
         return v;
       case "bigint":
-        return fail("BigInt is not a JSON value; pass it as a string");
+        return this.#fail("BigInt is not a JSON value; pass it as a string");
       case "function":
-        return fail("a function is not a JSON value");
+        return this.#fail("a function is not a JSON value");
       case "symbol":
-        return fail("a symbol is not a JSON value");
+        return this.#fail("a symbol is not a JSON value");
       case "undefined":
-        return fail("undefined is not a JSON value");
+        return this.#fail("undefined is not a JSON value");
     }
     if (v === null) return null;
     const obj = v as object;
     if (obj instanceof Date) {
-      if (Number.isNaN(obj.getTime())) return fail("invalid Date");
+      if (Number.isNaN(obj.getTime())) return this.#fail("invalid Date");
       return obj.toISOString();
     }
     const toJSON: unknown = callToJson ? (obj as { toJSON?: unknown }).toJSON : undefined;
@@ -102,52 +109,50 @@ export function toJsonValue(value: unknown): JsonConversion {
       try {
         replaced = toJSON.call(obj, key);
       } catch (error) {
-        return fail(`toJSON() threw: ${error instanceof Error ? error.message : String(error)}`);
+        return this.#fail(`toJSON() threw: ${error instanceof Error ? error.message : String(error)}`);
       }
-      fromToJson++;
+      this.#fromToJson++;
       try {
-        return walk(replaced, key, depth, false);
+        return this.walk(replaced, key, depth, false);
       } finally {
-        fromToJson--;
+        this.#fromToJson--;
       }
     }
-    if (ancestors.has(obj)) return fail("cyclic reference");
+    if (this.#ancestors.has(obj)) return this.#fail("cyclic reference");
     if (Array.isArray(obj)) {
-      ancestors.add(obj);
+      this.#ancestors.add(obj);
       const out: JsonValue[] = [];
       for (let i = 0; i < obj.length; i++) {
         const item: unknown = obj[i];
-        out.push(item === undefined ? null : (child(item, pathSegment(i), String(i), depth) ?? null));
+        out.push(item === undefined ? null : (this.#child(item, i, String(i), depth) ?? null));
       }
-      ancestors.delete(obj);
+      this.#ancestors.delete(obj);
       return Object.freeze(out);
     }
     const proto = Object.getPrototypeOf(obj);
     if (proto !== Object.prototype && proto !== null) {
       const kind = (proto?.constructor?.name as string | undefined) ?? "object";
-      return fail(
+      return this.#fail(
         `${kind} is not a JSON value; convert it to a plain object, array or string, or give it a toJSON method`,
       );
     }
-    ancestors.add(obj);
+    this.#ancestors.add(obj);
     const out: Record<string, JsonValue> = {};
-    for (const [k, item] of Object.entries(obj)) {
+    for (const k of Object.keys(obj)) {
+      const item: unknown = (obj as Record<string, unknown>)[k];
       if (item === undefined) continue;
-      const segment = pathSegment(k);
-      if (!checkString(k, "key", segment)) continue;
-      const converted = child(item, segment, k, depth);
-      // defineProperty, not assignment: a "__proto__" member (JSON.parse keeps it as
-      // data) must stay data, never become the object's prototype.
-      if (converted !== undefined)
+      if (!isWellFormed.call(k)) {
+        this.#fail("key holds a lone UTF-16 surrogate, which is not well-formed Unicode", k);
+        continue;
+      }
+      const converted = this.#child(item, k, k, depth);
+      if (converted === undefined) continue;
+      // A "__proto__" member (JSON.parse keeps it as data) must stay data, never become the object's prototype.
+      if (k === "__proto__")
         Object.defineProperty(out, k, { value: converted, enumerable: true, writable: true, configurable: true });
+      else out[k] = converted;
     }
-    ancestors.delete(obj);
+    this.#ancestors.delete(obj);
     return Object.freeze(out);
-  };
-
-  const value_ = walk(value, "", 0, true);
-  if (issues.length > 0 || value_ === undefined) {
-    return { ok: false, issues: issues.length > 0 ? issues : [{ path: "$", message: "not a JSON value" }] };
   }
-  return { ok: true, value: value_ };
 }

@@ -138,15 +138,15 @@ describe("set-up mistakes get a clear error", () => {
   it("runOnce on a schema migrated before the statement functions names the missing migration", async () => {
     const engine = createEngine({ db: t.db, schema: "migrated_before_0008" });
     await engine.migrate();
-    // What a schema last migrated by a release without migration 0008 lacks.
+    // What a schema last migrated by a release without migration 0008 (and so 0009) lacks.
     await sql`DROP FUNCTION migrated_before_0008.claim_new_key`.execute(t.db);
-    await sql`DELETE FROM migrated_before_0008.schema_migrations WHERE version = 8`.execute(t.db);
+    await sql`DELETE FROM migrated_before_0008.schema_migrations WHERE version >= 8`.execute(t.db);
     const wf = workflow("before_functions").respond(() => ({ status: 200, body: {} }));
     await expect(engine.runOnce(wf, { tenantId: "um", key: "k1", input: {} })).rejects.toMatchObject({
       code: "workflow_usage",
       message: expect.stringContaining("engine.migrate()"),
     });
-    expect(await engine.migrate()).toEqual(["0008_statement_functions"]);
+    expect(await engine.migrate()).toEqual(["0008_statement_functions", "0009_claim_reads_first"]);
     expect(await engine.runOnce(wf, { tenantId: "um", key: "k1", input: {} })).toMatchObject({ status: 200 });
   });
 });

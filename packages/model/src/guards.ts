@@ -24,6 +24,8 @@ const FENCE = "owner_token = @{own.ownerToken} AND status = 'in_flight'";
 const SQL_FENCE = "owner_token = p_owner_token AND status = 'in_flight'";
 /** The migration that holds the hot-path statements as functions. */
 const FUNCTIONS = "../../../migrations/0008_statement_functions.sql";
+/** The migration that holds the claim's function as it is now (it reads the key before the INSERT). */
+const CLAIM_FUNCTION = "../../../migrations/0009_claim_reads_first.sql";
 /** The SET clause of every completion. */
 const COMPLETION = [
   "status = 'completed', owner_token = NULL, locked_until = NULL",
@@ -37,9 +39,12 @@ const ANNOUNCE = "IF v_durable THEN PERFORM pg_notify('idempo_done', md5(p_tenan
 export const GUARDS: readonly GuardRow[] = [
   {
     transition: "claim",
-    file: FUNCTIONS,
+    file: CLAIM_FUNCTION,
     fn: "claim_new_key",
-    patterns: ["ON CONFLICT (tenant_id, key) DO NOTHING"],
+    patterns: [
+      "WHERE r.tenant_id = p_tenant_id AND r.key = p_key; IF FOUND THEN RETURN;",
+      "ON CONFLICT (tenant_id, key) DO NOTHING",
+    ],
   },
   {
     transition: "claim (the call)",

@@ -49,15 +49,15 @@ interface ClaimRow {
 /**
  * Claim a new key, or read the existing record, in one round trip.
  *
- * Race closed: two first requests for one key. The unique primary key makes
- * exactly one INSERT win; `ON CONFLICT DO NOTHING` (not `DO UPDATE`) means the
- * loser neither waits for a row lock nor writes WAL, so a replay of a
- * completed key stays read-only. The outer SELECT reads the row the INSERT
- * collided with; when that row was committed after this statement's snapshot
- * was taken it is invisible here, and the caller simply asks again.
+ * The key is read first, so a replay or a 409 is answered by that read
+ * alone, without trying an INSERT. Race closed: two first requests for one
+ * key. The unique primary key makes exactly one INSERT win; `ON CONFLICT DO
+ * NOTHING` (not `DO UPDATE`) means the loser takes no row lock and writes
+ * nothing, and reads the winner's committed row again. When that row is gone
+ * by then (forgotten, swept), the caller simply asks again.
  */
 export async function claimNewKey(db: Executor, t: Tables, run: NewRun): Promise<ClaimResult> {
-  // The statement is the function claim_new_key of migration 0008 (a cached plan on every driver).
+  // The statement is the function claim_new_key of migration 0009 (a cached plan on every driver).
   const rows = await t.calls.call<ClaimRow>(db, "claim_new_key", [
     run.tenantId,
     run.key,

@@ -82,6 +82,13 @@ function pins(): string {
   return `pg ${d.pg}, kysely ${d.kysely}, @dbos-inc/dbos-sdk ${d["@dbos-inc/dbos-sdk"]}, @electric-sql/pglite ${d["@electric-sql/pglite"]}`;
 }
 
+/** Which @idempo/core this process runs: the tsc-built package users install, or the TypeScript source. */
+function engineBuild(): string {
+  const entry = import.meta.resolve("@idempo/core");
+  if (entry.endsWith("/dist/index.js")) return "@idempo/core as built by tsc (dist), as installed";
+  return `@idempo/core from ${entry.slice(entry.lastIndexOf("/packages/") + 1)} (not the built package)`;
+}
+
 async function machine(bench: PgBench): Promise<string> {
   const setting = async (name: string) =>
     (await bench.admin.query<{ v: string }>(`SELECT current_setting($1) AS v`, [name])).rows[0]?.v ?? "?";
@@ -95,6 +102,7 @@ async function machine(bench: PgBench): Promise<string> {
     `run on ${new Date().toISOString().slice(0, 10)}`,
     `machine: ${cpus.length} × ${cpus[0]?.model ?? "unknown CPU"}, ${(os.totalmem() / 2 ** 30).toFixed(0)} GiB RAM, ${os.type()} ${os.arch()}`,
     `node ${process.version}; ${pins()}`,
+    `engine: ${engineBuild()}`,
     `postgres: ${pgSettings.join(", ")} (loopback, same machine)`,
     `load average at start: ${os
       .loadavg()

@@ -92,9 +92,9 @@ const PART_NAMES: Readonly<Record<Part, string>> = {
   end: "COMMIT",
 };
 
-/** Messages as text, `|` between messages: `claim | BEGIN; SET LOCAL | INSERT | commit statement; COMMIT`. */
+/** Messages as text, `→` between messages: `claim → BEGIN; SET LOCAL → INSERT → commit statement; COMMIT`. */
 export function describeMessages(messages: readonly (readonly Part[])[]): string {
-  return messages.map((m) => m.map((p) => PART_NAMES[p]).join("; ")).join(" | ");
+  return messages.map((m) => m.map((p) => PART_NAMES[p]).join("; ")).join(" → ");
 }
 
 /** Index of each part's statement in the new-key replica. */

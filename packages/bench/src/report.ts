@@ -308,7 +308,7 @@ export interface ShapeRow {
   /** The cells' id without the client count (`<cell>:16` and `<cell>:1`). */
   readonly cell: string;
   readonly shape: string;
-  /** The messages, in order, `|` between them. */
+  /** The messages, in order, `→` between them. */
   readonly messages: string;
   readonly roundTrips: number;
   readonly commits: number;
@@ -370,7 +370,7 @@ export function shapeRows(results: Results, shapes: readonly NewKeyShape[]): Sha
         s.commits,
       ),
     ),
-    row("raw:bare-txn", "bare transaction, no idempo statement", "BEGIN | INSERT | COMMIT", 3, 1),
+    row("raw:bare-txn", "bare transaction, no idempo statement", "BEGIN → INSERT → COMMIT", 3, 1),
     row("raw:bare-insert", "bare autocommit INSERT, no idempo statement", "INSERT", 1, 1),
   ];
 }
@@ -382,7 +382,7 @@ export function shapeTable(rows: readonly ShapeRow[]): string {
   return table(
     [
       "new key done as",
-      "messages, in order",
+      "messages, in order (→ between round trips)",
       "round trips",
       "commits",
       "ops/s, 16 clients",

@@ -8,6 +8,7 @@ import { IdempotencyKeyInProgressError } from "@idempo/core";
 import type pg from "pg";
 import type { DbosBench } from "./dbos.js";
 import type { Operation } from "./measure.js";
+import type { ShapeId } from "./new-key-shapes.js";
 import type { Replica } from "./replica.js";
 import { asFunctionCalls, collapsed, sendReplica } from "./replica.js";
 import type { PgBench } from "./setup.js";
@@ -32,6 +33,7 @@ export interface Cell {
     | "raw-unnamed"
     | "raw-fn"
     | "raw-collapsed"
+    | `raw-shape-${ShapeId}`
     | "idempo"
     | "idempo-named"
     | "idempo-pglite"
@@ -109,6 +111,23 @@ export function rawCells(bench: PgBench, concurrency: number, named: boolean): C
     },
     ...cells,
   ];
+}
+
+/**
+ * The new key's statements regrouped into fewer round trips or one commit
+ * (see new-key-shapes.ts): what each change to the engine's SQL shape could
+ * reach, next to the named replica of today's shape.
+ */
+export function shapeCells(bench: PgBench, concurrency: number): Cell[] {
+  const pool = bench.pool(concurrency);
+  return bench.shapes.map((shape) => ({
+    id: `raw-shape-${shape.id}:new-key:${concurrency}`,
+    system: `raw-shape-${shape.id}` as const,
+    path: "new-key" as const,
+    concurrency,
+    statements: bench.replicas.newKey.statements.length,
+    op: () => shape.send(pool, newKey()),
+  }));
 }
 
 /**

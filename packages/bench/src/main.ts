@@ -19,7 +19,7 @@ import os from "node:os";
 import { fileURLToPath } from "node:url";
 import { createDatabase, dropDatabase, uniqueName, withDatabase } from "@idempo/testkit";
 import type { Cell } from "./cells.js";
-import { dbosCells, engineCells, optionCells, rawCells } from "./cells.js";
+import { dbosCells, engineCells, optionCells, rawCells, shapeCells } from "./cells.js";
 import type { DbosBench } from "./dbos.js";
 import { launchDbos } from "./dbos.js";
 import type { HeapResult } from "./heap.js";
@@ -33,10 +33,12 @@ import { otelTable, runOtelCells } from "./otel.js";
 import type { PgliteBench } from "./pglite.js";
 import { preparePglite } from "./pglite.js";
 import { createStatementFunctions } from "./plpgsql.js";
-import { cellTable, gapTable, sweepTable, targets, targetTable } from "./report.js";
+import { cellTable, gapTable, shapeRows, shapeTable, sweepTable, targets, targetTable } from "./report.js";
 import { writeResults } from "./results.js";
 import type { ScaleComparison } from "./scale.js";
 import { runScaleCells, scaleSizes } from "./scale.js";
+import type { ServerCpu } from "./server-cpu.js";
+import { serverCpu } from "./server-cpu.js";
 import type { PgBench } from "./setup.js";
 import { preparePostgres } from "./setup.js";
 import type { SweepRound } from "./sweeper.js";
@@ -82,6 +84,13 @@ function pins(): string {
   return `pg ${d.pg}, kysely ${d.kysely}, @dbos-inc/dbos-sdk ${d["@dbos-inc/dbos-sdk"]}, @electric-sql/pglite ${d["@electric-sql/pglite"]}`;
 }
 
+/** Which @idempo/core this process runs: the tsc-built package users install, or the TypeScript source. */
+function engineBuild(): string {
+  const entry = import.meta.resolve("@idempo/core");
+  if (entry.endsWith("/dist/index.js")) return "@idempo/core as built by tsc (dist), as installed";
+  return `@idempo/core from ${entry.slice(entry.lastIndexOf("/packages/") + 1)} (not the built package)`;
+}
+
 async function machine(bench: PgBench): Promise<string> {
   const setting = async (name: string) =>
     (await bench.admin.query<{ v: string }>(`SELECT current_setting($1) AS v`, [name])).rows[0]?.v ?? "?";
@@ -95,6 +104,7 @@ async function machine(bench: PgBench): Promise<string> {
     `run on ${new Date().toISOString().slice(0, 10)}`,
     `machine: ${cpus.length} × ${cpus[0]?.model ?? "unknown CPU"}, ${(os.totalmem() / 2 ** 30).toFixed(0)} GiB RAM, ${os.type()} ${os.arch()}`,
     `node ${process.version}; ${pins()}`,
+    `engine: ${engineBuild()}`,
     `postgres: ${pgSettings.join(", ")} (loopback, same machine)`,
     `load average at start: ${os
       .loadavg()
@@ -130,7 +140,10 @@ function rotated<T>(items: readonly T[], round: number): T[] {
   return [...items.slice(shift), ...items.slice(0, shift)];
 }
 
-async function runRounds(cells: readonly Cell[]): Promise<Map<string, RoundResult[]>> {
+/** PGlite runs inside this process: its "server" time is already in the client's CPU. */
+const inProcess = (cell: Cell): boolean => cell.system === "idempo-pglite" || cell.system.startsWith("pglite-");
+
+async function runRounds(cells: readonly Cell[], server: ServerCpu | undefined): Promise<Map<string, RoundResult[]>> {
   const results = new Map<string, RoundResult[]>(cells.map((c) => [c.id, []]));
   for (let round = 0; round < ROUNDS; round++) {
     for (const cell of rotated(cells, round)) {
@@ -138,10 +151,11 @@ async function runRounds(cells: readonly Cell[]): Promise<Map<string, RoundResul
         concurrency: cell.concurrency,
         durationMs: SECONDS * 1000,
         warmupMs: WARMUP_MS,
+        serverCpu: inProcess(cell) ? undefined : server,
       });
       results.get(cell.id)?.push(r);
       log(
-        `round ${round + 1}/${ROUNDS}  ${cell.id.padEnd(28)} ${r.opsPerSec.toFixed(0).padStart(6)} ops/s  p50 ${r.p50Ms.toFixed(2)} ms  p99 ${r.p99Ms.toFixed(2)} ms${r.errors ? `  ERRORS ${r.errors}: ${String(r.firstError)}` : ""}`,
+        `round ${round + 1}/${ROUNDS}  ${cell.id.padEnd(28)} ${r.opsPerSec.toFixed(0).padStart(6)} ops/s  p50 ${r.p50Ms.toFixed(2)} ms  p99 ${r.p99Ms.toFixed(2)} ms  CPU µs/op ${r.cpuUsPerOp.toFixed(0)} + ${r.serverCpuUsPerOp.toFixed(0)}${r.errors ? `  ERRORS ${r.errors}: ${String(r.firstError)}` : ""}`,
       );
     }
   }
@@ -175,8 +189,10 @@ async function main(): Promise<number> {
       const dbosIds = await seedDbos(dbos);
       cells.push(
         ...rawCells(bench, 1, true),
+        ...shapeCells(bench, 1),
         ...engineCells(bench.engine(1), bench.replicas, 1),
         ...rawCells(bench, 16, true),
+        ...shapeCells(bench, 16),
         ...rawCells(bench, 16, false),
         ...optionCells(bench, await pgFunctions(bench)),
         ...engineCells(bench.engine(16), bench.replicas, 16),
@@ -185,7 +201,7 @@ async function main(): Promise<number> {
         ...dbosCells(dbos, dbosIds, 16),
       );
     }
-    const results = await runRounds(cells);
+    const results = await runRounds(cells, await serverCpu(bench.admin, [name, dbosName]));
 
     const sweeps: SweepRound[] = [];
     if (PARTS.has("sweeper")) {
@@ -218,6 +234,7 @@ async function main(): Promise<number> {
     const extra = { scale, heap };
     const list = targets(results, sweeps, extra);
     const table = targetTable(list);
+    const shapes = PARTS.has("cells") ? shapeRows(results, bench.shapes) : [];
     const footer = `load average at end: ${os
       .loadavg()
       .map((l) => l.toFixed(2))
@@ -226,6 +243,11 @@ async function main(): Promise<number> {
     console.log(`${cellTable(cells, results)}\n`);
     console.log(`Targets (16 clients unless stated):\n\n${table.text}\n`);
     console.log(`Where the gap to the engine's own SQL goes:\n\n${gapTable(results)}\n`);
+    if (shapes.length > 0) {
+      console.log(
+        `The new key's work in other SQL shapes, raw node-pg, against the bare INSERT (ratios per round, medians; not targets):\n\n${shapeTable(shapes)}\n`,
+      );
+    }
     console.log(`Ways to run the engine's statements (ratios per round, medians):\n\n${optionsTable(results)}\n`);
     const ids = measureIdCost();
     console.log(
@@ -252,6 +274,7 @@ async function main(): Promise<number> {
       sweeps,
       extra,
       targets: list,
+      shapes,
     });
     log(`wrote ${files.join(" and ")}`);
     console.log(`${table.missed === 0 ? "all targets met" : `${table.missed} target(s) missed`}; errors: ${errors}`);

@@ -6,6 +6,8 @@
  * because on a 2-core box the client competes with the server for CPU.
  */
 import { performance } from "node:perf_hooks";
+import type { ServerCpu } from "./server-cpu.js";
+import { serverMsBetween } from "./server-cpu.js";
 
 /** One operation; `worker` is the worker's index (0 .. concurrency-1). */
 export type Operation = (worker: number) => Promise<void>;
@@ -17,6 +19,8 @@ export interface RoundResult {
   readonly p99Ms: number;
   /** Client-process CPU time per operation, microseconds. */
   readonly cpuUsPerOp: number;
+  /** CPU time of the server's backends for the bench's databases per operation, microseconds (NaN when not sampled). */
+  readonly serverCpuUsPerOp: number;
   readonly errors: number;
   readonly firstError: unknown;
 }
@@ -64,12 +68,14 @@ export interface LoadOptions {
   readonly warmupMs: number;
   /** Measure until this settles instead of for `durationMs` (the sweeper window). */
   readonly until?: Promise<unknown>;
+  /** Samples the server's CPU time at the start and end of the measured part (not for PGlite, which runs in this process). */
+  readonly serverCpu?: ServerCpu | undefined;
 }
 
 /** Run `op` under closed-loop load and summarise the measured part. */
 export async function runLoad(op: Operation, options: LoadOptions): Promise<RoundResult> {
-  if (options.warmupMs > 0) await loop(op, options.concurrency, options.warmupMs, undefined);
-  return loop(op, options.concurrency, options.durationMs, options.until);
+  if (options.warmupMs > 0) await loop(op, options.concurrency, options.warmupMs, undefined, undefined);
+  return loop(op, options.concurrency, options.durationMs, options.until, options.serverCpu);
 }
 
 async function loop(
@@ -77,6 +83,7 @@ async function loop(
   concurrency: number,
   durationMs: number,
   until: Promise<unknown> | undefined,
+  serverCpu: ServerCpu | undefined,
 ): Promise<RoundResult> {
   const samples = new Samples();
   let errors = 0;
@@ -86,6 +93,7 @@ async function loop(
     () => (stopped = true),
     () => (stopped = true),
   );
+  const serverStart = await serverCpu?.();
   const cpuStart = process.cpuUsage();
   const start = performance.now();
   // A clock check, not a timer: an in-process database (PGlite) resolves
@@ -108,13 +116,16 @@ async function loop(
   await Promise.all(Array.from({ length: concurrency }, (_, i) => worker(i)));
   const elapsedMs = performance.now() - start;
   const cpu = process.cpuUsage(cpuStart);
+  const serverEnd = await serverCpu?.();
   const sorted = samples.sorted();
+  const serverMs = serverStart && serverEnd ? serverMsBetween(serverStart, serverEnd) : Number.NaN;
   return {
     ops: sorted.length,
     opsPerSec: (sorted.length * 1000) / elapsedMs,
     p50Ms: quantile(sorted, 0.5),
     p99Ms: quantile(sorted, 0.99),
     cpuUsPerOp: sorted.length > 0 ? (cpu.user + cpu.system) / sorted.length : Number.NaN,
+    serverCpuUsPerOp: sorted.length > 0 ? (serverMs * 1000) / sorted.length : Number.NaN,
     errors,
     firstError,
   };

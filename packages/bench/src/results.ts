@@ -9,7 +9,7 @@ import * as vega from "vega";
 import type { TopLevelSpec } from "vega-lite";
 import { compile } from "vega-lite";
 import type { Cell } from "./cells.js";
-import type { Extra, Results, Target } from "./report.js";
+import type { Extra, Results, ShapeRow, Target } from "./report.js";
 import { met } from "./report.js";
 import type { SweepRound } from "./sweeper.js";
 
@@ -20,6 +20,8 @@ export interface RunRecord {
   readonly sweeps: readonly SweepRound[];
   readonly extra: Extra;
   readonly targets: readonly Target[];
+  /** The new key's work in other shapes against the bare INSERT (not targets). */
+  readonly shapes: readonly ShapeRow[];
 }
 
 /**
@@ -103,6 +105,7 @@ export async function writeResults(dir: string, run: RunRecord): Promise<string[
     scale: run.extra.scale,
     heap: run.extra.heap ?? null,
     targets: run.targets.map((t) => ({ ...t, met: met(t) })),
+    newKeyShapes: run.shapes,
   };
   const files = [join(dir, "results.json"), join(dir, "targets.svg")];
   // firstError is an Error or undefined; keep its message only.

@@ -7,6 +7,8 @@ import type { Engine } from "@idempo/core";
 import { createEngine, IdempotencyKeyInProgressError, withPreparedStatements } from "@idempo/core";
 import { Kysely, PostgresDialect } from "kysely";
 import pg from "pg";
+import type { NewKeyShape } from "./new-key-shapes.js";
+import { checkShapes, newKeyShapes } from "./new-key-shapes.js";
 import type { Replica } from "./replica.js";
 import { replicate, StatementRecorder, sendReplica } from "./replica.js";
 import { HELD_IN_FLIGHT, INPUT, ORDERS_DDL, orderOnce, seedCopies, TENANT, threeItems } from "./workload.js";
@@ -28,6 +30,8 @@ export interface PgBench {
   /** Two connections for seeding and checks, outside the measured pools. */
   readonly admin: pg.Pool;
   readonly replicas: Replicas;
+  /** Other shapes of the new key's statements (round trips, commits), checked like the replicas. */
+  readonly shapes: readonly NewKeyShape[];
   /**
    * One pg pool of `size` connections, shared by the raw cells and the
    * engine of that size; they never run at the same time.
@@ -97,6 +101,8 @@ export async function preparePostgres(url: string): Promise<PgBench> {
     three: replicate("phase/step/phase", threeRun, "seed-three"),
   };
   await checkReplicas(admin, replicas);
+  const shapes = newKeyShapes(replicas.newKey);
+  await checkShapes(admin, shapes, TENANT);
   await admin.query("VACUUM ANALYZE");
 
   const pools = new Map<number, pg.Pool>();
@@ -113,6 +119,7 @@ export async function preparePostgres(url: string): Promise<PgBench> {
     url,
     admin,
     replicas,
+    shapes,
     pool,
     engine(size, named = false) {
       const id = `${size}:${named}`;

@@ -187,7 +187,7 @@ async function main(): Promise<number> {
       );
       if (["idempo-pglite", "pglite-raw", "pglite-fn"].some(kept)) {
         log("starting PGlite");
-        pglite = await preparePglite(bench);
+        pglite = await preparePglite();
         cells.push(...pglite.cells);
       }
       if (kept("dbos")) {

@@ -12,6 +12,9 @@
  *                 (Default: 1, or 0.1 with BENCH_ROUNDS=1 so a smoke run stays short).
  * - BENCH_BIG_ROWS records under the new-key scale cell (Default: the stale-run cell's 2 M × BENCH_SCALE).
  * - BENCH_PARTS   comma-separated subset of cells,sweeper,scale,heap,otel (Default: all).
+ * - BENCH_SYSTEMS comma-separated subset of the cells' systems (the first column of a cell id, such as
+ *                 idempo-pglite,pglite-raw); PGlite or DBOS start only when one of their cells is kept
+ *                 (Default: every cell).
  * - BENCH_OUT     where results.json and targets.svg go (Default: packages/bench/out).
  */
 import { readFileSync } from "node:fs";
@@ -51,6 +54,10 @@ const SECONDS = positive("BENCH_SECONDS", ROUNDS > 1 ? 2 : 1);
 const SCALE = positive("BENCH_SCALE", ROUNDS > 1 ? 1 : 0.1);
 const BIG_ROWS = process.env.BENCH_BIG_ROWS ? positive("BENCH_BIG_ROWS", 0) : undefined;
 const PARTS = new Set((process.env.BENCH_PARTS ?? "cells,sweeper,scale,heap,otel").split(",").map((p) => p.trim()));
+const SYSTEMS = process.env.BENCH_SYSTEMS
+  ? new Set(process.env.BENCH_SYSTEMS.split(",").map((s) => s.trim()))
+  : undefined;
+const kept = (system: string): boolean => SYSTEMS === undefined || SYSTEMS.has(system);
 const OUT = process.env.BENCH_OUT ?? fileURLToPath(new URL("../out", import.meta.url));
 const HEAP_RUNS = Math.round(100_000 * SCALE);
 const WARMUP_MS = 250;
@@ -183,10 +190,6 @@ async function main(): Promise<number> {
     const header = await machine(bench);
     const cells: Cell[] = [];
     if (PARTS.has("cells")) {
-      log("starting PGlite and DBOS");
-      pglite = await preparePglite(bench);
-      dbos = await launchDbos(withDatabase(server, dbosName), 16);
-      const dbosIds = await seedDbos(dbos);
       cells.push(
         ...rawCells(bench, 1, true),
         ...shapeCells(bench, 1),
@@ -194,14 +197,23 @@ async function main(): Promise<number> {
         ...rawCells(bench, 16, true),
         ...shapeCells(bench, 16),
         ...rawCells(bench, 16, false),
-        ...optionCells(bench, await pgFunctions(bench)),
+        ...(kept("raw-fn") || kept("raw-collapsed") ? optionCells(bench, await pgFunctions(bench)) : []),
         ...engineCells(bench.engine(16), bench.replicas, 16),
         ...engineCells(bench.engine(16, true), bench.replicas, 16, "idempo-named"),
-        ...pglite.cells,
-        ...dbosCells(dbos, dbosIds, 16),
       );
+      if (["idempo-pglite", "pglite-raw", "pglite-fn"].some(kept)) {
+        log("starting PGlite");
+        pglite = await preparePglite();
+        cells.push(...pglite.cells);
+      }
+      if (kept("dbos")) {
+        log("starting DBOS");
+        dbos = await launchDbos(withDatabase(server, dbosName), 16);
+        cells.push(...dbosCells(dbos, await seedDbos(dbos), 16));
+      }
     }
-    const results = await runRounds(cells, await serverCpu(bench.admin, [name, dbosName]));
+    const measured = cells.filter((c) => kept(c.system));
+    const results = await runRounds(measured, await serverCpu(bench.admin, [name, dbosName]));
 
     const sweeps: SweepRound[] = [];
     if (PARTS.has("sweeper")) {
@@ -240,7 +252,7 @@ async function main(): Promise<number> {
       .map((l) => l.toFixed(2))
       .join(" ")}`;
     console.log(`\n${header}\n${footer}\n`);
-    console.log(`${cellTable(cells, results)}\n`);
+    console.log(`${cellTable(measured, results)}\n`);
     console.log(`Targets (16 clients unless stated):\n\n${table.text}\n`);
     console.log(`Where the gap to the engine's own SQL goes:\n\n${gapTable(results)}\n`);
     if (shapes.length > 0) {
@@ -269,7 +281,7 @@ async function main(): Promise<number> {
     }
     const files = await writeResults(OUT, {
       header: `${header}\n${footer}`,
-      cells,
+      cells: measured,
       results,
       sweeps,
       extra,

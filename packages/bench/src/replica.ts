@@ -1,9 +1,11 @@
 /**
  * The physical limit of a runOnce path: the very statements the engine
- * sends, issued straight through node-pg. They are not copied by hand; one
- * engine run per path is recorded through Kysely's query log, so the SQL
- * text, parameter order and transaction boundaries are exactly the engine's
- * and follow it when the engine changes.
+ * sends, issued straight through the driver. They are not copied by hand;
+ * one engine run per path is recorded through Kysely's query log on the
+ * database the replica is sent to (PostgreSQL or PGlite, where the engine
+ * may send a phase's begin differently), so the SQL text, parameter order
+ * and transaction boundaries are exactly the engine's there and follow it
+ * when the engine changes.
  *
  * Per replayed operation, the recorded key is replaced by the operation's
  * key, and every ULID the engine minted (run id, owner token, history entry
@@ -13,7 +15,8 @@
  * because every key the recorded rows are unique on is fresh per operation.)
  */
 import { createHash } from "node:crypto";
-import { Kysely, PostgresDialect } from "kysely";
+import type { Dialect } from "kysely";
+import { Kysely } from "kysely";
 import type pg from "pg";
 
 export interface Statement {
@@ -26,11 +29,12 @@ export class StatementRecorder {
   readonly db: Kysely<unknown>;
   #log: Statement[] | undefined;
 
-  constructor(pool: pg.Pool) {
+  constructor(dialect: Dialect) {
     this.db = new Kysely({
-      dialect: new PostgresDialect({ pool }),
+      dialect,
       log: (event) => {
-        if (event.level === "query") this.#log?.push({ sql: event.query.sql, params: event.query.parameters });
+        // String(): the engine's prepared calls arrive as node-postgres query configs that print as their text.
+        if (event.level === "query") this.#log?.push({ sql: String(event.query.sql), params: event.query.parameters });
       },
     });
   }

@@ -56,7 +56,7 @@ export async function preparePostgres(url: string): Promise<PgBench> {
   const admin = openPool(url, 2);
   await admin.query(ORDERS_DDL);
   const recorderPool = openPool(url, 2);
-  const recorder = new StatementRecorder(recorderPool);
+  const recorder = new StatementRecorder(new PostgresDialect({ pool: recorderPool }));
   const engine = createEngine({ db: recorder.db });
   await engine.migrate();
 

@@ -5,8 +5,11 @@
  * cheaper. A phase that uses `tx` gets `BEGIN` and its `SET LOCAL
  * lock_timeout` in one message where the driver takes two statements in one
  * query (node-postgres sends a query without parameters on the simple
- * protocol), and as two statements where it does not (PGlite, or a pool on the
- * extended protocol): the first refusal is remembered per database.
+ * protocol), and as two statements where it does not (a pool on the extended
+ * protocol): the first refusal is remembered per database. PGlite refuses
+ * them too, but it is one backend in this process: no other session exists
+ * that could hold a lock, so no lock wait can happen there and a phase sends
+ * `BEGIN` alone.
  */
 import type { DatabaseConnection, Dialect, Driver, QueryResult } from "kysely";
 import { CompiledQuery, Kysely, SingleConnectionProvider, Transaction } from "kysely";
@@ -21,11 +24,29 @@ export interface PhaseTransaction {
   committer(): Executor;
 }
 
-/** Databases whose driver refused `BEGIN; SET LOCAL ...` as one query (42601): they get two. */
-const oneStatementPerQuery = new WeakSet<object>();
+/**
+ * How a phase begins on a database whose driver refused `BEGIN; SET LOCAL ...`
+ * as one query (42601): `BEGIN`, then `SET LOCAL` as a query of its own
+ * (`split`), or `BEGIN` alone on a database that is a single backend
+ * (`alone`). Absent: the two go in one message.
+ */
+const beginOn = new WeakMap<object, "split" | "alone">();
 
 /** PostgreSQL's answer to two commands in one extended-protocol query. */
 const MULTIPLE_COMMANDS = "42601";
+
+/**
+ * PGlite names itself in `version()` ("PostgreSQL 18.6 (PGlite 0.5.14) on
+ * wasm32 ..."): PostgreSQL in single-user mode, one backend, so a lock is
+ * only ever held by the session that asks for it. Asked once per database,
+ * after its first refusal.
+ */
+async function singleBackend(connection: DatabaseConnection): Promise<boolean> {
+  const { rows } = await connection.executeQuery<{ pglite: boolean }>(
+    CompiledQuery.raw("SELECT strpos(version(), '(PGlite ') > 0 AS pglite"),
+  );
+  return rows[0]?.pglite === true;
+}
 
 function unsupported(what: string): never {
   throw new Error(`${what} is not supported on a phase's transaction`);
@@ -65,17 +86,20 @@ class LazyBegin implements DatabaseConnection {
     // A SET takes no snapshot, so the phase may still choose its isolation level after it.
     const setTimeout = `SET LOCAL lock_timeout = '${this.lockTimeoutMs}ms'`;
     this.begun = true; // from here on the end of the phase sends COMMIT or ROLLBACK
-    if (!oneStatementPerQuery.has(this.db)) {
+    let how = beginOn.get(this.db);
+    if (how === undefined) {
       try {
         await this.connection.executeQuery(CompiledQuery.raw(`BEGIN; ${setTimeout}`));
         return;
       } catch (error) {
         if ((error as { code?: unknown }).code !== MULTIPLE_COMMANDS) throw error;
-        oneStatementPerQuery.add(this.db);
       }
+      // The refused query began nothing: the connection is idle, outside a transaction.
+      how = (await singleBackend(this.connection)) ? "alone" : "split";
+      beginOn.set(this.db, how);
     }
     await this.connection.executeQuery(CompiledQuery.raw("BEGIN"));
-    await this.connection.executeQuery(CompiledQuery.raw(setTimeout));
+    if (how === "split") await this.connection.executeQuery(CompiledQuery.raw(setTimeout));
   }
 
   /** COMMIT when the transaction began; nothing otherwise. */

@@ -96,6 +96,39 @@ describe("the engine's statements on a plain pool", () => {
     expect((await engine.runOnce(wf, { tenantId: "calls", key: "r1", input: {} })).replayed).toBe(true);
   });
 
+  it("fall back to text when the session drops the prepared statements behind node-postgres (DISCARD ALL, DEALLOCATE ALL)", async () => {
+    const db = plainDb();
+    const engine = createEngine({ db });
+    expect((await engine.runOnce(wf, { tenantId: "calls", key: "lost1", input: {} })).status).toBe(201);
+    // node-postgres still thinks the statements are prepared on this connection; the server forgot them.
+    await sql`DISCARD ALL`.execute(db);
+    expect((await engine.runOnce(wf, { tenantId: "calls", key: "lost1", input: {} })).replayed).toBe(true);
+    expect((await engine.runOnce(wf, { tenantId: "calls", key: "lost2", input: {} })).status).toBe(201);
+    await sql`DEALLOCATE ALL`.execute(db);
+    for (let i = 0; i < 3; i++) {
+      expect((await engine.runOnce(wf, { tenantId: "calls", key: `lost3-${i}`, input: {} })).status).toBe(201);
+    }
+    expect(await prepared(db)).toEqual([]);
+    // Another engine on the same connection still prepares, and survives the next loss the same way.
+    const other = createEngine({ db });
+    expect((await other.runOnce(wf, { tenantId: "calls", key: "lost4", input: {} })).status).toBe(201);
+    await sql`DEALLOCATE ALL`.execute(db);
+    expect((await other.runOnce(wf, { tenantId: "calls", key: "lost4", input: {} })).replayed).toBe(true);
+  });
+
+  it("fall back to text when the session already holds a statement of that name (a pooler's shared session)", async () => {
+    // Another client of a transaction-mode pooler prepared the engine's statements on this server session.
+    const elsewhere = plainDb();
+    await createEngine({ db: elsewhere }).runOnce(wf, { tenantId: "calls", key: "dup1", input: {} });
+    const db = plainDb();
+    for (const { name, statement } of await prepared(elsewhere)) {
+      await sql.raw(`PREPARE ${name} AS ${statement}`).execute(db);
+    }
+    const engine = createEngine({ db });
+    expect((await engine.runOnce(wf, { tenantId: "calls", key: "dup2", input: {} })).status).toBe(201);
+    expect((await engine.runOnce(wf, { tenantId: "calls", key: "dup1", input: {} })).replayed).toBe(true);
+  });
+
   it("refuse a preparedStatements option that is not a boolean", () => {
     const db = plainDb();
     expect(() => createEngine({ db, preparedStatements: "yes" as unknown as boolean })).toThrow(InvalidOptionError);

@@ -71,6 +71,18 @@ for (const method of Object.getOwnPropertyNames(String.prototype)) {
   });
 }
 
+/**
+ * What the server answers to a named statement its session does not hold as
+ * node-postgres believes: 26000 "prepared statement does not exist" (Bind),
+ * 42P05 "prepared statement already exists" (Parse).
+ */
+const LOST_STATEMENT = ["26000", "42P05"];
+
+async function run<R>(db: Executor, sql: string, args: readonly unknown[]): Promise<R[]> {
+  const result: QueryResult<R> = await db.executeQuery<R>(CompiledQuery.raw(sql, args as unknown[]));
+  return result.rows;
+}
+
 /** The class of the connection Kysely's `PostgresDialect` hands out over a node-postgres pool. */
 const NODE_POSTGRES_CONNECTION = "PostgresConnection";
 
@@ -108,9 +120,19 @@ export class StatementCalls {
   async call<R>(db: Executor, fn: StatementFunction, args: readonly unknown[]): Promise<R[]> {
     const text = this.#texts.get(fn) ?? this.#build(fn);
     if (this.#named === undefined && !db.isTransaction) await this.#readDriver(db);
-    const sql = this.#named ? (text.named as unknown as string) : text.text;
-    const result: QueryResult<R> = await db.executeQuery<R>(CompiledQuery.raw(sql, args as unknown[]));
-    return result.rows;
+    if (!this.#named) return run<R>(db, text.text, args);
+    try {
+      return await run<R>(db, text.named as unknown as string, args);
+    } catch (error) {
+      if (!LOST_STATEMENT.includes(String((error as { code?: unknown }).code))) throw error;
+      // The server session does not keep what node-postgres believes it prepared there: something between
+      // them resets or shares sessions (DISCARD ALL, DEALLOCATE, a transaction-mode pooler). Plain text is
+      // right on any session, so this engine sends text from now on. The failed message ran nothing (the
+      // server refused its Parse or Bind), so outside a transaction the call is simply sent again.
+      this.#named = false;
+      if (db.isTransaction) throw error;
+      return run<R>(db, text.text, args);
+    }
   }
 
   #build(fn: StatementFunction): CallText {

@@ -1,3 +1,4 @@
+import { format, inspect } from "node:util";
 import { PGlite } from "@electric-sql/pglite";
 import type { LogEvent } from "kysely";
 import { Kysely, PostgresDialect, sql } from "kysely";
@@ -71,18 +72,28 @@ describe("the engine's statements on a plain pool", () => {
 
   it("read like their text in Kysely's log", async () => {
     const seen: string[] = [];
+    let named = 0;
     const db = plainDb((event) => {
       const text = event.query.sql;
       // What a log callback typically does with the text; none of it may throw.
       if (text.startsWith("/* idempo:"))
         seen.push(`${text.replace(/\s+/g, " ").slice(0, 40)}|${String(text).length > 0}`);
       expect(JSON.parse(JSON.stringify({ sql: text })).sql).toBe(`${text}`);
+      if (typeof text === "string") return;
+      // The engine's calls: console.log and util.format print their text, and they iterate as it.
+      named++;
+      expect(inspect(text)).toBe(`${text}`);
+      expect(format("%s|%o", text, text)).toBe(`${text}|${text}`);
+      expect([...text].join("")).toBe(`${text}`);
+      // biome-ignore lint/style/useTemplate: the + operator is what is checked
+      expect(text + "").toBe(`${text}`);
     });
     const engine = createEngine({ db });
     await engine.runOnce(wf, { tenantId: "calls", key: "log1", input: {} });
     expect(seen[0]).toBe('/* idempo:claim */ SELECT * FROM "idempo|true');
     // claim, phase a, step b started and its result, phase c (which completes the run).
     expect(seen).toHaveLength(5);
+    expect(named).toBe(5);
   });
 
   it("still work after the session drops its cached plans (DDL, ANALYZE, DISCARD PLANS)", async () => {

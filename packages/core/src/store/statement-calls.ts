@@ -39,9 +39,12 @@ export type StatementFunction = keyof typeof FUNCTIONS;
 
 /**
  * A query config node-postgres prepares under `name` once per connection.
- * Kysely's `log` callback and plugins see it where they expect the text, so
- * it reads like its text: it prints as it, and String's methods and `length`
- * answer for it.
+ * Kysely's `log` callback sees it as `event.query.sql`, where it expects the
+ * text, so it reads like its text: it converts to it (template literals,
+ * `String()`, `+`, JSON), prints as it (`console.log`, `util.inspect`),
+ * iterates as its characters, and String's methods and `length` answer for
+ * it. It is still an object: `typeof` says so, and what insists on a
+ * primitive (`Buffer.byteLength`, a hash's `update`) needs `String(sql)`.
  */
 class NamedStatement {
   constructor(
@@ -58,6 +61,19 @@ class NamedStatement {
   }
 
   toJSON(): string {
+    return this.text;
+  }
+
+  [Symbol.toPrimitive](): string {
+    return this.text;
+  }
+
+  [Symbol.iterator](): Iterator<string> {
+    return this.text[Symbol.iterator]();
+  }
+
+  /** What `console.log` and `util.inspect` print: the text, as for a string. */
+  [Symbol.for("nodejs.util.inspect.custom")](): string {
     return this.text;
   }
 }

@@ -1,7 +1,7 @@
 import { format, inspect } from "node:util";
 import { PGlite } from "@electric-sql/pglite";
 import type { LogEvent } from "kysely";
-import { Kysely, PostgresDialect, sql } from "kysely";
+import { CamelCasePlugin, Kysely, PostgresDialect, sql } from "kysely";
 import { PGliteDialect } from "kysely-pglite-dialect";
 import pg from "pg";
 import { afterAll, describe, expect, it } from "vitest";
@@ -138,6 +138,26 @@ describe("the engine's statements on a plain pool", () => {
     const engine = createEngine({ db });
     expect((await engine.runOnce(wf, { tenantId: "calls", key: "dup2", input: {} })).status).toBe(201);
     expect((await engine.runOnce(wf, { tenantId: "calls", key: "dup1", input: {} })).replayed).toBe(true);
+  });
+
+  it("answer the engine as the functions return them, whatever the Kysely's plugins do to rows", async () => {
+    // CamelCasePlugin renames every result column (response_status to responseStatus) for the application.
+    const db = new Kysely<unknown>({
+      dialect: new PostgresDialect({ pool: new pg.Pool({ connectionString: t.url, max: 2 }) }),
+      plugins: [new CamelCasePlugin()],
+    });
+    open.push(db);
+    for (const preparedStatements of [true, false]) {
+      const engine = createEngine({ db, preparedStatements });
+      const key = `camel-${preparedStatements}`;
+      expect(await engine.runOnce(wf, { tenantId: "calls", key, input: {} })).toMatchObject({ status: 201 });
+      expect(await engine.runOnce(wf, { tenantId: "calls", key, input: {} })).toEqual({
+        status: 201,
+        body: { a: 1, b: 2, c: 3 },
+        replayed: true,
+        outcome: "succeeded",
+      });
+    }
   });
 
   it("refuse a preparedStatements option that is not a boolean", () => {

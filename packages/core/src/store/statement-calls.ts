@@ -21,7 +21,7 @@ import { CompiledQuery } from "kysely";
 
 /** What a call needs of a database or a transaction. */
 // biome-ignore lint/suspicious/noExplicitAny: the store is schema-agnostic
-type Executor = Pick<Kysely<any>, "executeQuery" | "getExecutor" | "isTransaction">;
+type Executor = Pick<Kysely<any>, "getExecutor" | "isTransaction">;
 
 /** The statement functions, with the marker comment the call carries (logs, `pg_stat_statements`) and its arity. */
 const FUNCTIONS = {
@@ -94,8 +94,15 @@ for (const method of Object.getOwnPropertyNames(String.prototype)) {
  */
 const LOST_STATEMENT = ["26000", "42P05"];
 
+/**
+ * Run a call without the Kysely's plugins: their `transformResult` is for the
+ * application's rows (CamelCasePlugin would rename `response_status`, and a
+ * replay would answer 500), not for the columns the engine reads.
+ */
 async function run<R>(db: Executor, sql: string, args: readonly unknown[]): Promise<R[]> {
-  const result: QueryResult<R> = await db.executeQuery<R>(CompiledQuery.raw(sql, args as unknown[]));
+  let executor = db.getExecutor();
+  if (executor.plugins.length > 0) executor = executor.withoutPlugins();
+  const result: QueryResult<R> = await executor.executeQuery<R>(CompiledQuery.raw(sql, args as unknown[]));
   return result.rows;
 }
 

@@ -92,7 +92,7 @@ for (const method of Object.getOwnPropertyNames(String.prototype)) {
  * node-postgres believes: 26000 "prepared statement does not exist" (Bind),
  * 42P05 "prepared statement already exists" (Parse).
  */
-const LOST_STATEMENT = ["26000", "42P05"];
+export const LOST_STATEMENT: readonly string[] = ["26000", "42P05"];
 
 /**
  * Run a call without the Kysely's plugins: their `transformResult` is for the

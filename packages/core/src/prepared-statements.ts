@@ -8,6 +8,7 @@
  * plain text. The application's own queries pass through untouched.
  */
 import { createHash } from "node:crypto";
+import { LOST_STATEMENT } from "./store/statement-calls.js";
 
 const MARKER = "/* idempo:";
 
@@ -76,16 +77,51 @@ function statementName(text: string): string {
   return name;
 }
 
+/** Whether the clients of one wrapped pool still name idempo's statements. */
+interface Naming {
+  on: boolean;
+}
+
+function codeOf(error: unknown): string {
+  return String((error as { code?: unknown } | null)?.code);
+}
+
+/**
+ * Run a named call; when the server session does not hold the statement as
+ * node-postgres believes (DISCARD ALL, DEALLOCATE, a transaction-mode
+ * pooler), name nothing more on this pool and send the call again unnamed:
+ * the refused message ran nothing. Inside a transaction the session already
+ * aborted it (25P02), so the first error is the one reported.
+ */
+async function namedOrText(client: QueryableClient, text: string, values: unknown[], naming: Naming) {
+  try {
+    return await client.query({ name: statementName(text), text, values });
+  } catch (error) {
+    if (!LOST_STATEMENT.includes(codeOf(error))) throw error;
+    naming.on = false;
+    try {
+      return await client.query(text, values);
+    } catch (again) {
+      throw codeOf(again) === "25P02" ? error : again;
+    }
+  }
+}
+
 /** A view of the client whose `query` names idempo's statements; the client itself is not changed. */
-function naming<C extends QueryableClient>(client: C): C {
+function naming<C extends QueryableClient>(client: C, state: Naming): C {
   return new Proxy(client, {
     get(target, property, receiver) {
       const value = Reflect.get(target, property, receiver);
       if (property !== "query") return typeof value === "function" ? value.bind(target) : value;
-      return (first: unknown, ...rest: unknown[]) =>
-        typeof first === "string" && first.startsWith(MARKER) && Array.isArray(rest[0])
-          ? target.query({ name: statementName(first), text: first, values: rest[0] }, ...rest.slice(1))
-          : target.query(first, ...rest);
+      return (first: unknown, ...rest: unknown[]) => {
+        if (!state.on || typeof first !== "string" || !first.startsWith(MARKER) || !Array.isArray(rest[0])) {
+          return target.query(first, ...rest);
+        }
+        // A callback-style call (not Kysely's) is named as it is, without the fallback.
+        if (rest.length > 1)
+          return target.query({ name: statementName(first), text: first, values: rest[0] }, ...rest.slice(1));
+        return namedOrText(target, first, rest[0], state);
+      };
     },
   });
 }
@@ -96,6 +132,9 @@ function naming<C extends QueryableClient>(client: C): C {
  * comment first) run as prepared (named) statements, once per connection.
  * Give the result to Kysely's `PostgresDialect`. The engine already prepares
  * its calls on a plain pool by default, so the listeners are what this adds.
+ * A call refused because the session lost its statements (`DISCARD ALL`, a
+ * transaction-mode pooler) is sent again unnamed, and the pool names nothing
+ * from then on.
  *
  * It listens for `'error'` events on the pool and on every client it
  * hands out, so a lost connection (`pg_terminate_backend`, a server
@@ -117,13 +156,14 @@ export function withPreparedStatements<C extends QueryableClient, P extends Conn
   options: PreparedStatementsOptions = {},
 ): P {
   const guard = listenForConnectionErrors(pool, options.onConnectionError ?? (() => undefined));
+  const state: Naming = { on: true };
   return new Proxy(pool, {
     get(target, property, receiver) {
       if (property === "connect")
         return async () => {
           const client = await target.connect();
           guard(client);
-          return naming(client);
+          return naming(client, state);
         };
       const value = Reflect.get(target, property, receiver);
       return typeof value === "function" ? value.bind(target) : value;

@@ -1,5 +1,7 @@
+import { Kysely, PostgresDialect } from "kysely";
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { createEngine, workflow } from "../src/index.ts";
 import { useTestDatabase } from "./support/db.ts";
 
 // The claim reads the key before it tries the INSERT (migration 0009). These
@@ -71,5 +73,55 @@ describe("a claim that reads before it inserts", () => {
       "raced-rollback",
     ]);
     expect(rows).toEqual([{ owner_token: "second" }]);
+  });
+
+  it("answers 'raced' when the record its INSERT collided with is gone by the second read, and the engine claims again", async () => {
+    // Deletes the first request's record right after an INSERT that inserted nothing (its conflict): the
+    // window between a claim's conflict and its second read, where a forget or a sweep can land.
+    await pool.query(`
+      CREATE FUNCTION idempo.gone_again() RETURNS trigger LANGUAGE plpgsql AS $$
+      BEGIN
+        IF NOT EXISTS (SELECT 1 FROM inserted) THEN
+          DELETE FROM idempo.runs WHERE tenant_id = 'gone' AND owner_token = 'first';
+        END IF;
+        RETURN NULL;
+      END $$;
+      CREATE TRIGGER gone_again AFTER INSERT ON idempo.runs REFERENCING NEW TABLE AS inserted
+        FOR EACH STATEMENT EXECUTE FUNCTION idempo.gone_again();`);
+    try {
+      const heldAs = async (key: string) => {
+        const client = await pool.connect();
+        await client.query("BEGIN");
+        await client.query(CLAIM, ["gone", key, "run-first", "first"]);
+        return client;
+      };
+      let first = await heldAs("k1");
+      const raw = pool.query(CLAIM, ["gone", "k1", "run-second", "second"]);
+      await untilWaiting();
+      await first.query("COMMIT");
+      first.release();
+      expect((await raw).rows).toEqual([expect.objectContaining({ claimed: false, status: null, workflow: null })]);
+
+      // The engine, on a plain pool (prepared calls), asks again and claims the key itself.
+      const db = new Kysely<unknown>({
+        dialect: new PostgresDialect({ pool: new pg.Pool({ connectionString: t.url, max: 2 }) }),
+      });
+      try {
+        const engine = createEngine({ db });
+        const wf = workflow("claim_first").respond(() => ({ status: 201, body: { mine: true } }));
+        first = await heldAs("k2");
+        const run = engine.runOnce(wf, { tenantId: "gone", key: "k2", input: {} });
+        await untilWaiting();
+        await first.query("COMMIT");
+        first.release();
+        expect(await run).toMatchObject({ status: 201, replayed: false });
+        const { rows } = await pool.query("SELECT status FROM idempo.runs WHERE tenant_id = 'gone' AND key = 'k2'");
+        expect(rows).toEqual([{ status: "completed" }]);
+      } finally {
+        await db.destroy();
+      }
+    } finally {
+      await pool.query("DROP TRIGGER gone_again ON idempo.runs; DROP FUNCTION idempo.gone_again()");
+    }
   });
 });

@@ -66,4 +66,30 @@ describe("withPreparedStatements", () => {
     again.release();
     await pool.end();
   });
+
+  it("sends a call again unnamed, and names none from then on, when the session lost its statements (DISCARD ALL)", async () => {
+    for (const preparedStatements of [true, false]) {
+      const wrapped = new Kysely<unknown>({
+        dialect: new PostgresDialect({
+          pool: withPreparedStatements(new pg.Pool({ connectionString: t.url, max: 1 })),
+        }),
+      });
+      try {
+        const engine = createEngine({ db: wrapped, preparedStatements });
+        const key = `lost-${preparedStatements}`;
+        for (let round = 0; round < 3; round++) {
+          // Each round drops whatever the engine or the wrapper had prepared on the one connection.
+          expect((await engine.runOnce(wf, { tenantId: "ps", key: `${key}-${round}`, input: {} })).status).toBe(201);
+          expect((await engine.runOnce(wf, { tenantId: "ps", key: `${key}-${round}`, input: {} })).replayed).toBe(true);
+          await sql`DISCARD ALL`.execute(wrapped);
+        }
+        const { rows } = await sql<{ n: number }>`SELECT count(*)::int AS n FROM pg_prepared_statements`.execute(
+          wrapped,
+        );
+        expect(rows[0]?.n).toBe(0);
+      } finally {
+        await wrapped.destroy();
+      }
+    }
+  });
 });

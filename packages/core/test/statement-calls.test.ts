@@ -1,6 +1,7 @@
+import { format, inspect } from "node:util";
 import { PGlite } from "@electric-sql/pglite";
 import type { LogEvent } from "kysely";
-import { Kysely, PostgresDialect, sql } from "kysely";
+import { CamelCasePlugin, Kysely, PostgresDialect, sql } from "kysely";
 import { PGliteDialect } from "kysely-pglite-dialect";
 import pg from "pg";
 import { afterAll, describe, expect, it } from "vitest";
@@ -15,10 +16,20 @@ afterAll(async () => {
   for (const db of open) await db.destroy();
 });
 
+/**
+ * A pool that ignores the FATAL a still-closing client gets when the file's
+ * database is dropped after the tests (pool.end() resolves before its sockets close).
+ */
+function quietPool(max: number): pg.Pool {
+  const pool = new pg.Pool({ connectionString: t.url, max });
+  pool.on("error", () => undefined);
+  return pool;
+}
+
 /** One connection, so the session that prepared the statements is the one asked. */
 function plainDb(log?: (event: LogEvent) => void): Kysely<unknown> {
   const db = new Kysely<unknown>({
-    dialect: new PostgresDialect({ pool: new pg.Pool({ connectionString: t.url, max: 1 }) }),
+    dialect: new PostgresDialect({ pool: quietPool(1) }),
     ...(log ? { log } : {}),
   });
   open.push(db);
@@ -71,18 +82,28 @@ describe("the engine's statements on a plain pool", () => {
 
   it("read like their text in Kysely's log", async () => {
     const seen: string[] = [];
+    let named = 0;
     const db = plainDb((event) => {
       const text = event.query.sql;
       // What a log callback typically does with the text; none of it may throw.
       if (text.startsWith("/* idempo:"))
         seen.push(`${text.replace(/\s+/g, " ").slice(0, 40)}|${String(text).length > 0}`);
       expect(JSON.parse(JSON.stringify({ sql: text })).sql).toBe(`${text}`);
+      if (typeof text === "string") return;
+      // The engine's calls: console.log and util.format print their text, and they iterate as it.
+      named++;
+      expect(inspect(text)).toBe(`${text}`);
+      expect(format("%s|%o", text, text)).toBe(`${text}|${text}`);
+      expect([...text].join("")).toBe(`${text}`);
+      // biome-ignore lint/style/useTemplate: the + operator is what is checked
+      expect(text + "").toBe(`${text}`);
     });
     const engine = createEngine({ db });
     await engine.runOnce(wf, { tenantId: "calls", key: "log1", input: {} });
     expect(seen[0]).toBe('/* idempo:claim */ SELECT * FROM "idempo|true');
     // claim, phase a, step b started and its result, phase c (which completes the run).
     expect(seen).toHaveLength(5);
+    expect(named).toBe(5);
   });
 
   it("still work after the session drops its cached plans (DDL, ANALYZE, DISCARD PLANS)", async () => {
@@ -94,6 +115,59 @@ describe("the engine's statements on a plain pool", () => {
     await sql`DISCARD PLANS`.execute(db);
     expect((await engine.runOnce(wf, { tenantId: "calls", key: "r2", input: {} })).status).toBe(201);
     expect((await engine.runOnce(wf, { tenantId: "calls", key: "r1", input: {} })).replayed).toBe(true);
+  });
+
+  it("fall back to text when the session drops the prepared statements behind node-postgres (DISCARD ALL, DEALLOCATE ALL)", async () => {
+    const db = plainDb();
+    const engine = createEngine({ db });
+    expect((await engine.runOnce(wf, { tenantId: "calls", key: "lost1", input: {} })).status).toBe(201);
+    // node-postgres still thinks the statements are prepared on this connection; the server forgot them.
+    await sql`DISCARD ALL`.execute(db);
+    expect((await engine.runOnce(wf, { tenantId: "calls", key: "lost1", input: {} })).replayed).toBe(true);
+    expect((await engine.runOnce(wf, { tenantId: "calls", key: "lost2", input: {} })).status).toBe(201);
+    await sql`DEALLOCATE ALL`.execute(db);
+    for (let i = 0; i < 3; i++) {
+      expect((await engine.runOnce(wf, { tenantId: "calls", key: `lost3-${i}`, input: {} })).status).toBe(201);
+    }
+    expect(await prepared(db)).toEqual([]);
+    // Another engine on the same connection still prepares, and survives the next loss the same way.
+    const other = createEngine({ db });
+    expect((await other.runOnce(wf, { tenantId: "calls", key: "lost4", input: {} })).status).toBe(201);
+    await sql`DEALLOCATE ALL`.execute(db);
+    expect((await other.runOnce(wf, { tenantId: "calls", key: "lost4", input: {} })).replayed).toBe(true);
+  });
+
+  it("fall back to text when the session already holds a statement of that name (a pooler's shared session)", async () => {
+    // Another client of a transaction-mode pooler prepared the engine's statements on this server session.
+    const elsewhere = plainDb();
+    await createEngine({ db: elsewhere }).runOnce(wf, { tenantId: "calls", key: "dup1", input: {} });
+    const db = plainDb();
+    for (const { name, statement } of await prepared(elsewhere)) {
+      await sql.raw(`PREPARE ${name} AS ${statement}`).execute(db);
+    }
+    const engine = createEngine({ db });
+    expect((await engine.runOnce(wf, { tenantId: "calls", key: "dup2", input: {} })).status).toBe(201);
+    expect((await engine.runOnce(wf, { tenantId: "calls", key: "dup1", input: {} })).replayed).toBe(true);
+  });
+
+  it("answer the engine as the functions return them, whatever the Kysely's plugins do to rows", async () => {
+    // CamelCasePlugin renames every result column (response_status to responseStatus) for the application.
+    const db = new Kysely<unknown>({
+      dialect: new PostgresDialect({ pool: quietPool(2) }),
+      plugins: [new CamelCasePlugin()],
+    });
+    open.push(db);
+    for (const preparedStatements of [true, false]) {
+      const engine = createEngine({ db, preparedStatements });
+      const key = `camel-${preparedStatements}`;
+      expect(await engine.runOnce(wf, { tenantId: "calls", key, input: {} })).toMatchObject({ status: 201 });
+      expect(await engine.runOnce(wf, { tenantId: "calls", key, input: {} })).toEqual({
+        status: 201,
+        body: { a: 1, b: 2, c: 3 },
+        replayed: true,
+        outcome: "succeeded",
+      });
+    }
   });
 
   it("refuse a preparedStatements option that is not a boolean", () => {

@@ -106,7 +106,11 @@ export interface EngineOptions<DB> {
    * (Default: true). Set false behind a pooler that cannot keep prepared
    * statements across transactions, such as PgBouncer before 1.21 in
    * transaction mode (a pool wrapped with `withPreparedStatements` still
-   * names them). The application's own queries are never prepared.
+   * names them). The application's own queries are never prepared. A
+   * session that loses them (`DISCARD ALL`, `DEALLOCATE`) turns it off for
+   * the engine: its calls go as text from then on. Kysely's `log` callback
+   * sees a prepared call's `event.query.sql` as an object that reads like
+   * its text (`String(sql)` gives the string itself).
    */
   preparedStatements?: boolean;
 }

@@ -21,7 +21,7 @@ import { CompiledQuery } from "kysely";
 
 /** What a call needs of a database or a transaction. */
 // biome-ignore lint/suspicious/noExplicitAny: the store is schema-agnostic
-type Executor = Pick<Kysely<any>, "executeQuery" | "getExecutor" | "isTransaction">;
+type Executor = Pick<Kysely<any>, "getExecutor" | "isTransaction">;
 
 /** The statement functions, with the marker comment the call carries (logs, `pg_stat_statements`) and its arity. */
 const FUNCTIONS = {
@@ -39,9 +39,12 @@ export type StatementFunction = keyof typeof FUNCTIONS;
 
 /**
  * A query config node-postgres prepares under `name` once per connection.
- * Kysely's `log` callback and plugins see it where they expect the text, so
- * it reads like its text: it prints as it, and String's methods and `length`
- * answer for it.
+ * Kysely's `log` callback sees it as `event.query.sql`, where it expects the
+ * text, so it reads like its text: it converts to it (template literals,
+ * `String()`, `+`, JSON), prints as it (`console.log`, `util.inspect`),
+ * iterates as its characters, and String's methods and `length` answer for
+ * it. It is still an object: `typeof` says so, and what insists on a
+ * primitive (`Buffer.byteLength`, a hash's `update`) needs `String(sql)`.
  */
 class NamedStatement {
   constructor(
@@ -60,6 +63,19 @@ class NamedStatement {
   toJSON(): string {
     return this.text;
   }
+
+  [Symbol.toPrimitive](): string {
+    return this.text;
+  }
+
+  [Symbol.iterator](): Iterator<string> {
+    return this.text[Symbol.iterator]();
+  }
+
+  /** What `console.log` and `util.inspect` print: the text, as for a string. */
+  [Symbol.for("nodejs.util.inspect.custom")](): string {
+    return this.text;
+  }
 }
 for (const method of Object.getOwnPropertyNames(String.prototype)) {
   const fn = (String.prototype as unknown as Record<string, unknown>)[method];
@@ -69,6 +85,25 @@ for (const method of Object.getOwnPropertyNames(String.prototype)) {
       return (fn as (...a: unknown[]) => unknown).apply(this.text, args);
     },
   });
+}
+
+/**
+ * What the server answers to a named statement its session does not hold as
+ * node-postgres believes: 26000 "prepared statement does not exist" (Bind),
+ * 42P05 "prepared statement already exists" (Parse).
+ */
+export const LOST_STATEMENT: readonly string[] = ["26000", "42P05"];
+
+/**
+ * Run a call without the Kysely's plugins: their `transformResult` is for the
+ * application's rows (CamelCasePlugin would rename `response_status`, and a
+ * replay would answer 500), not for the columns the engine reads.
+ */
+async function run<R>(db: Executor, sql: string, args: readonly unknown[]): Promise<R[]> {
+  let executor = db.getExecutor();
+  if (executor.plugins.length > 0) executor = executor.withoutPlugins();
+  const result: QueryResult<R> = await executor.executeQuery<R>(CompiledQuery.raw(sql, args as unknown[]));
+  return result.rows;
 }
 
 /** The class of the connection Kysely's `PostgresDialect` hands out over a node-postgres pool. */
@@ -108,9 +143,19 @@ export class StatementCalls {
   async call<R>(db: Executor, fn: StatementFunction, args: readonly unknown[]): Promise<R[]> {
     const text = this.#texts.get(fn) ?? this.#build(fn);
     if (this.#named === undefined && !db.isTransaction) await this.#readDriver(db);
-    const sql = this.#named ? (text.named as unknown as string) : text.text;
-    const result: QueryResult<R> = await db.executeQuery<R>(CompiledQuery.raw(sql, args as unknown[]));
-    return result.rows;
+    if (!this.#named) return run<R>(db, text.text, args);
+    try {
+      return await run<R>(db, text.named as unknown as string, args);
+    } catch (error) {
+      if (!LOST_STATEMENT.includes(String((error as { code?: unknown }).code))) throw error;
+      // The server session does not keep what node-postgres believes it prepared there: something between
+      // them resets or shares sessions (DISCARD ALL, DEALLOCATE, a transaction-mode pooler). Plain text is
+      // right on any session, so this engine sends text from now on. The failed message ran nothing (the
+      // server refused its Parse or Bind), so outside a transaction the call is simply sent again.
+      this.#named = false;
+      if (db.isTransaction) throw error;
+      return run<R>(db, text.text, args);
+    }
   }
 
   #build(fn: StatementFunction): CallText {

@@ -355,7 +355,9 @@ const MAX_RETENTION_MS = 100 * 365 * 24 * 60 * 60 * 1000;
  * @throws WorkflowDefinitionError when the schema name is not a plain SQL identifier.
  */
 export function createEngine<DB>(options: EngineOptions<DB>): Engine {
-  const db = options.db as unknown as ExecutorDeps["db"];
+  const appDb = options.db as unknown as ExecutorDeps["phaseDb"];
+  // The engine reads its own columns by their names: the application's plugins (CamelCasePlugin) are for its rows.
+  const db = typeof appDb?.withoutPlugins === "function" ? appDb.withoutPlugins() : appDb;
   if (options.preparedStatements !== undefined && typeof options.preparedStatements !== "boolean") {
     throw new InvalidOptionError(
       "preparedStatements",
@@ -405,6 +407,7 @@ export function createEngine<DB>(options: EngineOptions<DB>): Engine {
   }
   const deps = (): ExecutorDeps => ({
     db,
+    phaseDb: appDb,
     tables,
     heartbeatMs,
     hook: faultHookOf(engine),
@@ -759,7 +762,8 @@ export function createEngine<DB>(options: EngineOptions<DB>): Engine {
       parsedInputHash: def.schema ? parsedInputHash(input) : null,
       retentionMs: def.options.retentionMs ?? retentionMs,
     };
-    const on = tx as unknown as Executor;
+    // The caller's transaction, without its plugins (see createEngine).
+    const on = (tx as unknown as Executor).withoutPlugins();
     for (let round = 0; round < CLAIM_ROUNDS; round++) {
       const found = await enqueueRun(on, tables, run);
       if (found.kind === "created") return { created: true };

@@ -62,7 +62,10 @@ export interface Plan {
 }
 
 export interface ExecutorDeps {
+  /** The engine's own statements: the application's Kysely without its plugins. */
   readonly db: Executor & { transaction: Executor["transaction"] };
+  /** The application's Kysely as given, plugins included: what a phase's `tx` is made from. */
+  readonly phaseDb: Executor & { transaction: Executor["transaction"] };
   readonly tables: Tables;
   /** Fixed heartbeat interval; `undefined` = a third of the run's lease. */
   readonly heartbeatMs: number | undefined;
@@ -410,7 +413,7 @@ async function runPhase(
     try {
       // Every row-lock wait of this phase is bounded by lock_timeout (a stalled attempt may hold the rows it
       // needs); the transaction begins, with that setting, on the phase's first statement.
-      const work = inPhaseTransaction(deps.db, lockTimeout, async ({ tx, committer }): Promise<Outcome> => {
+      const work = inPhaseTransaction(deps.phaseDb, lockTimeout, async ({ tx, committer }): Promise<Outcome> => {
         let result: unknown;
         try {
           const ctl = control();

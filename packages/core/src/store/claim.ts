@@ -75,7 +75,7 @@ export async function claimNewKey(db: Executor, t: Tables, run: NewRun): Promise
   ]);
   const row = rows[0];
   if (!row) throw new Error("claim statement returned no row");
-  if (row.claimed) return { kind: "claimed" };
+  if (row.claimed === true) return { kind: "claimed" };
   if (row.status === null || row.workflow === null || row.fingerprint === null) return { kind: "raced" };
   return {
     kind: "existing",

@@ -66,7 +66,7 @@ export async function enqueueRun(tx: Executor, t: Tables, run: EnqueuedRun): Pro
   `.execute(tx);
   const row = rows[0];
   if (!row) throw new Error("enqueue statement returned no row");
-  if (row.created) return { kind: "created" };
+  if (row.created === true) return { kind: "created" };
   if (row.status === null || row.workflow === null || row.fingerprint === null) return { kind: "raced" };
   return {
     kind: "existing",

@@ -171,9 +171,9 @@ export async function checkSignalOrSuspend(
   `.execute(tx);
   const row = rows[0];
   if (!row || row.timed_out === null) return { kind: "lost" };
-  if (row.suspended) return { kind: "suspended", wakeAt: row.wake_at };
+  if (row.suspended === true) return { kind: "suspended", wakeAt: row.wake_at };
   if (row.payload !== null) return { kind: "signal", payload: row.payload };
-  if (row.timed_out) return { kind: "timed_out" };
+  if (row.timed_out === true) return { kind: "timed_out" };
   return { kind: "lost" };
 }
 

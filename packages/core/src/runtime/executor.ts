@@ -81,41 +81,14 @@ const DEFAULT_LOCK_TIMEOUT_MS = 5_000;
 
 type Outcome = { kind: "continue"; state: JsonObject } | { kind: "done"; result: RunResult<unknown> };
 
+/** The fault hook bound to this attempt; absent when none is attached. */
+type Hook = (point: string) => void | Promise<void>;
+
 interface OpenStep {
   entryId: string | null;
 }
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
-
-/**
- * Settle with `work`, or reject with the signal's reason as soon as it
- * aborts: an attempt that lost its lease or ran past its bound ends now even
- * when workflow code ignores its signal. The abandoned work still settles
- * later; its writes are fenced out, and its rejection is dropped here.
- */
-function untilAborted<T>(work: Promise<T>, signal: AbortSignal): Promise<T> {
-  if (signal.aborted) {
-    work.catch(() => undefined);
-    return Promise.reject(signal.reason);
-  }
-  return new Promise<T>((resolve, reject) => {
-    const onAbort = () => {
-      work.catch(() => undefined);
-      reject(signal.reason);
-    };
-    signal.addEventListener("abort", onAbort, { once: true });
-    work.then(
-      (value) => {
-        signal.removeEventListener("abort", onAbort);
-        resolve(value);
-      },
-      (error: unknown) => {
-        signal.removeEventListener("abort", onAbort);
-        reject(error);
-      },
-    );
-  });
-}
 
 /** Where the run resumes: the index after the recovery point, checked against the current definition. */
 function resumeIndex(plan: Plan): number {
@@ -166,9 +139,11 @@ export async function execute(deps: ExecutorDeps, plan: Plan): Promise<RunResult
   lease.start(deps.heartbeatMs ?? Math.max(1, Math.floor(plan.leaseMs / 3)), plan.attemptTimeoutMs);
   // The history entry of a step that started but has not recorded its result.
   const openStep: OpenStep = { entryId: null };
-  const hook = async (point: string) => {
-    if (deps.hook) await deps.hook(point, { tenantId: own.tenantId, key: own.key, attempt: plan.attempt });
-  };
+  const faultHook = deps.hook;
+  // Without a fault hook (production) the points are not even named.
+  const hook: Hook | undefined = faultHook
+    ? (point) => faultHook(point, { tenantId: own.tenantId, key: own.key, attempt: plan.attempt })
+    : undefined;
   const info = (s: JsonObject): RunInfo<unknown, unknown> => ({
     input: plan.input,
     state: s,
@@ -201,7 +176,7 @@ export async function execute(deps: ExecutorDeps, plan: Plan): Promise<RunResult
               return await runStep(deps, plan, lease, item, info(s), last, hook, openStep, span);
             if (item.kind === "sleep") return await runSleep(deps, plan, lease, item, info(s));
             if (item.kind === "wait") return await runWait(deps, plan, lease, item, info(s), last, hook);
-            await hook(`before:phase:${item.name}`);
+            if (hook) await hook(`before:phase:${item.name}`);
             return await runPhase(deps, plan, lease, item, info(s), last);
           } finally {
             telemetry.duration("phaseDuration", performance.now() - started, {
@@ -215,13 +190,13 @@ export async function execute(deps: ExecutorDeps, plan: Plan): Promise<RunResult
       if (outcome.kind === "done") {
         // A crash here is "completed, but the client never got the answer": the retry replays.
         if (outcome.result.outcome === "succeeded" || outcome.result.outcome === "suspended") {
-          await hook(`after:${item.kind}:${item.name}`);
+          if (hook) await hook(`after:${item.kind}:${item.name}`);
         }
         return outcome.result;
       }
       state = outcome.state;
       recoveryPoint = item.name;
-      await hook(`after:${item.kind}:${item.name}`);
+      if (hook) await hook(`after:${item.kind}:${item.name}`);
     }
     // Nothing left after the recovery point (an empty workflow): complete now.
     current = undefined;
@@ -443,7 +418,7 @@ async function runPhase(
           : { kind: "continue", state };
       });
       // A phase whose code hangs with its transaction open must not hold the attempt past its bound.
-      return await untilAborted(work, lease.signal);
+      return await lease.until(work);
     } catch (error) {
       if (!isTransient(error)) throw error;
       const elapsed = Date.now() - started;
@@ -463,13 +438,13 @@ async function runStep(
   item: Extract<Item, { kind: "step" }>,
   info: RunInfo<unknown, unknown>,
   last: boolean,
-  hook: (point: string) => Promise<void>,
+  hook: Hook | undefined,
   openStep: OpenStep,
   span: SpanScope,
 ): Promise<Outcome> {
   const where = `step '${item.name}'`;
   const idempotencyKey = deriveStepKey(plan.own.tenantId, plan.own.key, plan.def.name, item.name);
-  span.set({ "idempo.step.derived_key.hash": keyHash(plan.own.tenantId, idempotencyKey) });
+  if (span.recording) span.set({ "idempo.step.derived_key.hash": keyHash(plan.own.tenantId, idempotencyKey) });
   const started = await recordStepStarted(deps.db, deps.tables, plan.own, {
     name: item.name,
     attempt: plan.attempt,
@@ -478,17 +453,14 @@ async function runStep(
   if (!started) throw lease.lost();
   openStep.entryId = started.entryId;
   span.set({ "idempo.step.in_doubt": started.priorStarts > 0 });
-  await hook(`before:step:${item.name}`);
+  if (hook) await hook(`before:step:${item.name}`);
   let result: unknown;
   let outcome: "succeeded" | "reconciled" = "succeeded";
   try {
     const reconcile = item.options.reconcile;
     if (started.priorStarts > 0 && reconcile) {
       // In doubt: an earlier attempt may have reached the other system. Ask before calling again.
-      result = await untilAborted(
-        Promise.resolve(reconcile({ ...info, idempotencyKey, signal: lease.signal })),
-        lease.signal,
-      );
+      result = await lease.until(Promise.resolve(reconcile({ ...info, idempotencyKey, signal: lease.signal })));
       if (result !== undefined) outcome = "reconciled";
     }
     if (outcome === "succeeded") {
@@ -499,15 +471,14 @@ async function runStep(
         span.set({ "idempo.step.retries": retries });
         deps.telemetry.count("stepRetries", { "idempo.workflow": plan.def.name, "idempo.item": item.name });
       };
-      result = await untilAborted(
-        callStep(item, { ...info, fail: ctl.fail, reject: ctl.reject, idempotencyKey }, lease.signal, onRetry, {
+      result = await lease.until(
+        callStep(item, { ...info, fail: ctl.fail, reject: ctl.reject, idempotencyKey }, lease, onRetry, {
           workflow: plan.def.name,
           step: item.name,
           tenantId: plan.own.tenantId,
           key: plan.own.key,
           attempt: plan.attempt,
         }),
-        lease.signal,
       );
       ctl.rethrowCaught();
     }
@@ -522,7 +493,7 @@ async function runStep(
   }
   openStep.entryId = null;
   span.set({ "idempo.step.reconciled": outcome === "reconciled" });
-  await hook(`called:step:${item.name}`);
+  if (hook) await hook(`called:step:${item.name}`);
   const state = mergeState(info.state as JsonObject, result, where);
   const progress: Advance = {
     name: item.name,
@@ -569,9 +540,7 @@ async function runSleep(
 ): Promise<Outcome> {
   const where = `sleep '${item.name}'`;
   const ms =
-    typeof item.duration === "function"
-      ? await untilAborted(Promise.resolve(item.duration(info)), lease.signal)
-      : item.duration;
+    typeof item.duration === "function" ? await lease.until(Promise.resolve(item.duration(info))) : item.duration;
   if (typeof ms !== "number" || !Number.isSafeInteger(ms) || ms < 0 || ms > MAX_SLEEP_MS) {
     throw new UnstorableValueError(where, [
       { path: "$", message: `must be an integer number of ms from 0 to ${MAX_SLEEP_MS}, got ${String(ms)}` },
@@ -611,7 +580,7 @@ async function runWait(
   item: Extract<Item, { kind: "wait" }>,
   info: RunInfo<unknown, unknown>,
   last: boolean,
-  hook: (point: string) => Promise<void>,
+  hook: Hook | undefined,
 ): Promise<Outcome> {
   const where = `waitFor '${item.name}'`;
   const advanceWith = async (tx: Executor, value: unknown): Promise<Outcome> => {
@@ -629,7 +598,7 @@ async function runWait(
   };
   const work = deps.db.transaction().execute(async (tx): Promise<Outcome | "timed_out"> => {
     if (!(await lockOwnRun(tx, deps.tables, plan.own))) throw lease.lost();
-    await hook(`locked:wait:${item.name}`);
+    if (hook) await hook(`locked:wait:${item.name}`);
     lease.finishing();
     const found = await checkSignalOrSuspend(tx, deps.tables, plan.own, {
       name: item.name,
@@ -643,7 +612,7 @@ async function runWait(
     const payload = await parseSignalPayload(item, JSON.parse(found.payload) as JsonValue, where);
     return advanceWith(tx, payload);
   });
-  const outcome = await untilAborted(work, lease.signal);
+  const outcome = await lease.until(work);
   if (outcome !== "timed_out") return outcome;
   lease.finishing(false);
   const onTimeout = item.options.onTimeout;
@@ -656,10 +625,9 @@ async function runWait(
   const ctl = control();
   let value: unknown;
   try {
-    value = await untilAborted(
+    value = await lease.until(
       // `reject` is not in the type; it is passed for untyped callers, whom it tells what went wrong.
       Promise.resolve(onTimeout({ ...info, fail: ctl.fail, reject: ctl.reject } as TimeoutContext<unknown, unknown>)),
-      lease.signal,
     );
     ctl.rethrowCaught();
   } catch (error) {

@@ -32,8 +32,9 @@ export class LeaseKeeper {
   #controller: AbortController | undefined;
   /** Why the attempt must stop (a LeaseLostError or AttemptTimeoutError); set once. */
   #reason: IdempoError | undefined;
-  /** The rejections of the pending {@link LeaseKeeper.until} calls. */
-  readonly #waiting = new Set<(reason: IdempoError) => void>();
+  /** Rejected with the reason when the attempt must stop; made at the first {@link LeaseKeeper.until}. */
+  #stopped: Promise<never> | undefined;
+  #stop: ((reason: IdempoError) => void) | undefined;
   readonly #ops: LeaseOps;
   #timer: NodeJS.Timeout | undefined;
   #bound: NodeJS.Timeout | undefined;
@@ -66,28 +67,18 @@ export class LeaseKeeper {
    * settles later; its writes are fenced out, and its rejection is dropped here.
    */
   until<T>(work: Promise<T>): Promise<T> {
-    const reason = this.#reason;
-    if (reason) {
-      work.catch(() => undefined);
-      return Promise.reject(reason);
+    if (!this.#stopped) {
+      this.#stopped = this.#reason
+        ? Promise.reject(this.#reason)
+        : new Promise<never>((_, reject) => {
+            this.#stop = reject;
+          });
+      // Nobody may be waiting when it is rejected.
+      this.#stopped.catch(() => undefined);
     }
-    return new Promise<T>((resolve, reject) => {
-      const onAbort = (why: IdempoError) => {
-        work.catch(() => undefined);
-        reject(why);
-      };
-      this.#waiting.add(onAbort);
-      work.then(
-        (value) => {
-          this.#waiting.delete(onAbort);
-          resolve(value);
-        },
-        (error: unknown) => {
-          this.#waiting.delete(onAbort);
-          reject(error);
-        },
-      );
-    });
+    // First, so that once stopped it wins over work that has settled too; the
+    // race also handles a later rejection of the abandoned work.
+    return Promise.race([this.#stopped, work]);
   }
 
   start(intervalMs: number, boundMs: number): void {
@@ -132,8 +123,7 @@ export class LeaseKeeper {
   #abort(reason: IdempoError): void {
     this.#reason = reason;
     this.#controller?.abort(reason);
-    for (const reject of this.#waiting) reject(reason);
-    this.#waiting.clear();
+    this.#stop?.(reason);
   }
 
   async #tick(): Promise<void> {

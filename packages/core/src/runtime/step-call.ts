@@ -3,7 +3,7 @@
  * backoff and full jitter (the AWS Architecture Blog's "Exponential Backoff
  * and Jitter") for the errors the step marks retryable.
  */
-import type { StepContext } from "../workflow/context.js";
+import type { RunControl, RunInfo, StepContext } from "../workflow/context.js";
 import type { Item } from "../workflow/definition.js";
 import { FailSignal, RejectSignal } from "./signals.js";
 import type { StepFailure } from "./step-failure.js";
@@ -38,7 +38,9 @@ interface LeaseSignal {
  */
 export async function callStep(
   item: StepItem,
-  ctx: Omit<StepContext<unknown, unknown>, "signal">,
+  info: RunInfo<unknown, unknown>,
+  control: RunControl,
+  idempotencyKey: string,
   lease: LeaseSignal,
   onRetry: () => void,
   where: Omit<StepFailure, "tries" | "retryable">,
@@ -46,17 +48,35 @@ export async function callStep(
   const { retries = 0, retryable, backoffMs = 100, maxBackoffMs = 5_000, timeoutMs } = item.options;
   for (let tryNo = 0; ; tryNo++) {
     try {
-      if (timeoutMs === undefined) {
-        // The lease's own signal, made only when the step reads it.
-        return await item.run({
-          ...ctx,
-          get signal() {
-            return lease.signal;
-          },
-        } as StepContext<unknown, unknown>);
-      }
-      const signal = AbortSignal.any([lease.signal, AbortSignal.timeout(timeoutMs)]);
-      return await item.run({ ...ctx, signal } as StepContext<unknown, unknown>);
+      // Spelt out, not spread from `info`: a literal is made many times faster.
+      const ctx: StepContext<unknown, unknown> =
+        timeoutMs === undefined
+          ? {
+              input: info.input,
+              state: info.state,
+              key: info.key,
+              tenantId: info.tenantId,
+              attempt: info.attempt,
+              fail: control.fail,
+              reject: control.reject,
+              idempotencyKey,
+              // The lease's own signal, made only when the step reads it.
+              get signal() {
+                return lease.signal;
+              },
+            }
+          : {
+              input: info.input,
+              state: info.state,
+              key: info.key,
+              tenantId: info.tenantId,
+              attempt: info.attempt,
+              fail: control.fail,
+              reject: control.reject,
+              idempotencyKey,
+              signal: AbortSignal.any([lease.signal, AbortSignal.timeout(timeoutMs)]),
+            };
+      return await item.run(ctx);
     } catch (error) {
       if (error instanceof FailSignal || error instanceof RejectSignal || lease.aborted) throw error;
       // Asked about the last error too: a transient failure that ran out of tries is not a final answer.

@@ -36,62 +36,76 @@ export type JsonConversion = { ok: true; value: JsonValue } | { ok: false; issue
  * are shortened past twelve levels (see {@link formatPath}).
  */
 export function toJsonValue(value: unknown): JsonConversion {
-  const issues: InputIssue[] = [];
-  const ancestors = new Set<object>();
+  const copy = new JsonCopy();
+  const value_ = copy.walk(value, "", 0, true);
+  const { issues } = copy;
+  if (issues.length > 0 || value_ === undefined) {
+    return { ok: false, issues: issues.length > 0 ? issues : [{ path: "$", message: "not a JSON value" }] };
+  }
+  return { ok: true, value: value_ };
+}
 
-  // The path of the value being walked, one segment per level, formatted only when an issue needs it.
-  const segments: string[] = [];
+/** One conversion's walk: its issues, the objects above the current value, and the path to it. */
+class JsonCopy {
+  readonly issues: InputIssue[] = [];
+  readonly #ancestors = new Set<object>();
+  // The path of the value being walked, one key or index per level, made into segments only when an issue needs it.
+  readonly #path: (string | number)[] = [];
   // Set while walking what a toJSON returned, so the messages say where the value came from.
-  let fromToJson = 0;
+  #fromToJson = 0;
 
-  const fail = (message: string, extra?: string): undefined => {
-    if (issues.length < MAX_ISSUES) {
-      const path = formatPath(extra === undefined ? segments : [...segments, extra]);
-      issues.push({ path, message: fromToJson > 0 ? `${message} (returned by toJSON)` : message });
+  #fail(message: string, member?: string): undefined {
+    if (this.issues.length < MAX_ISSUES) {
+      const segments = this.#path.map(pathSegment);
+      if (member !== undefined) segments.push(pathSegment(member));
+      this.issues.push({
+        path: formatPath(segments),
+        message: this.#fromToJson > 0 ? `${message} (returned by toJSON)` : message,
+      });
     }
     return undefined;
-  };
+  }
 
-  const checkString = (s: string, what: string, extra?: string): boolean => {
+  #checkString(s: string, what: string, member?: string): boolean {
     if (hasLoneSurrogate(s)) {
-      fail(`${what} holds a lone UTF-16 surrogate, which is not well-formed Unicode`, extra);
+      this.#fail(`${what} holds a lone UTF-16 surrogate, which is not well-formed Unicode`, member);
       return false;
     }
     return true;
-  };
+  }
 
-  const child = (v: unknown, segment: string, key: string, depth: number): JsonValue | undefined => {
-    segments.push(segment);
+  #child(v: unknown, step: string | number, key: string, depth: number): JsonValue | undefined {
+    this.#path.push(step);
     try {
-      return walk(v, key, depth + 1, true);
+      return this.walk(v, key, depth + 1, true);
     } finally {
-      segments.pop();
+      this.#path.pop();
     }
-  };
+  }
 
-  const walk = (v: unknown, key: string, depth: number, callToJson: boolean): JsonValue | undefined => {
-    if (depth > MAX_DEPTH) return fail(`nested deeper than ${MAX_DEPTH} levels`);
+  walk(v: unknown, key: string, depth: number, callToJson: boolean): JsonValue | undefined {
+    if (depth > MAX_DEPTH) return this.#fail(`nested deeper than ${MAX_DEPTH} levels`);
     switch (typeof v) {
       case "string":
-        return checkString(v, "string") ? v : undefined;
+        return this.#checkString(v, "string") ? v : undefined;
       case "number":
-        if (!Number.isFinite(v)) return fail(`${v} is not a JSON number`);
+        if (!Number.isFinite(v)) return this.#fail(`${v} is not a JSON number`);
         return v === 0 ? 0 : v;
       case "boolean":
         return v;
       case "bigint":
-        return fail("BigInt is not a JSON value; pass it as a string");
+        return this.#fail("BigInt is not a JSON value; pass it as a string");
       case "function":
-        return fail("a function is not a JSON value");
+        return this.#fail("a function is not a JSON value");
       case "symbol":
-        return fail("a symbol is not a JSON value");
+        return this.#fail("a symbol is not a JSON value");
       case "undefined":
-        return fail("undefined is not a JSON value");
+        return this.#fail("undefined is not a JSON value");
     }
     if (v === null) return null;
     const obj = v as object;
     if (obj instanceof Date) {
-      if (Number.isNaN(obj.getTime())) return fail("invalid Date");
+      if (Number.isNaN(obj.getTime())) return this.#fail("invalid Date");
       return obj.toISOString();
     }
     const toJSON: unknown = callToJson ? (obj as { toJSON?: unknown }).toJSON : undefined;
@@ -102,22 +116,23 @@ export function toJsonValue(value: unknown): JsonConversion {
       try {
         replaced = toJSON.call(obj, key);
       } catch (error) {
-        return fail(`toJSON() threw: ${error instanceof Error ? error.message : String(error)}`);
+        return this.#fail(`toJSON() threw: ${error instanceof Error ? error.message : String(error)}`);
       }
-      fromToJson++;
+      this.#fromToJson++;
       try {
-        return walk(replaced, key, depth, false);
+        return this.walk(replaced, key, depth, false);
       } finally {
-        fromToJson--;
+        this.#fromToJson--;
       }
     }
-    if (ancestors.has(obj)) return fail("cyclic reference");
+    const ancestors = this.#ancestors;
+    if (ancestors.has(obj)) return this.#fail("cyclic reference");
     if (Array.isArray(obj)) {
       ancestors.add(obj);
       const out: JsonValue[] = [];
       for (let i = 0; i < obj.length; i++) {
         const item: unknown = obj[i];
-        out.push(item === undefined ? null : (child(item, pathSegment(i), String(i), depth) ?? null));
+        out.push(item === undefined ? null : (this.#child(item, i, String(i), depth) ?? null));
       }
       ancestors.delete(obj);
       return Object.freeze(out);
@@ -125,7 +140,7 @@ export function toJsonValue(value: unknown): JsonConversion {
     const proto = Object.getPrototypeOf(obj);
     if (proto !== Object.prototype && proto !== null) {
       const kind = (proto?.constructor?.name as string | undefined) ?? "object";
-      return fail(
+      return this.#fail(
         `${kind} is not a JSON value; convert it to a plain object, array or string, or give it a toJSON method`,
       );
     }
@@ -133,21 +148,18 @@ export function toJsonValue(value: unknown): JsonConversion {
     const out: Record<string, JsonValue> = {};
     for (const [k, item] of Object.entries(obj)) {
       if (item === undefined) continue;
-      const segment = pathSegment(k);
-      if (!checkString(k, "key", segment)) continue;
-      const converted = child(item, segment, k, depth);
-      // defineProperty, not assignment: a "__proto__" member (JSON.parse keeps it as
-      // data) must stay data, never become the object's prototype.
-      if (converted !== undefined)
+      if (!this.#checkString(k, "key", k)) continue;
+      const converted = this.#child(item, k, k, depth);
+      if (converted === undefined) continue;
+      // Defined, not assigned, where a name is also Object.prototype's: a
+      // "__proto__" member (JSON.parse keeps it as data) must stay data, never
+      // become the object's prototype, and a frozen prototype refuses the
+      // assignment of its names. Any other name is assigned (faster), to the same effect.
+      if (k in Object.prototype)
         Object.defineProperty(out, k, { value: converted, enumerable: true, writable: true, configurable: true });
+      else out[k] = converted;
     }
     ancestors.delete(obj);
     return Object.freeze(out);
-  };
-
-  const value_ = walk(value, "", 0, true);
-  if (issues.length > 0 || value_ === undefined) {
-    return { ok: false, issues: issues.length > 0 ? issues : [{ path: "$", message: "not a JSON value" }] };
   }
-  return { ok: true, value: value_ };
 }

@@ -191,7 +191,8 @@ export async function execute(deps: ExecutorDeps, plan: Plan): Promise<RunResult
       const last = i === items.length - 1;
       const s = state;
       const attributes = { "idempo.workflow": plan.def.name, "idempo.item": item.name, "idempo.attempt": plan.attempt };
-      const started = performance.now();
+      const metered = telemetry.metered;
+      const started = metered ? performance.now() : 0;
       const outcome: Outcome = await telemetry.span(
         `${item.kind} ${item.name}`,
         "internal",
@@ -205,11 +206,13 @@ export async function execute(deps: ExecutorDeps, plan: Plan): Promise<RunResult
             if (hook) await hook(`before:phase:${item.name}`);
             return await runPhase(deps, plan, lease, item, runInfo(plan, s), last);
           } finally {
-            telemetry.duration("phaseDuration", performance.now() - started, {
-              "idempo.workflow": plan.def.name,
-              "idempo.item": item.name,
-              "idempo.item.kind": item.kind,
-            });
+            if (metered) {
+              telemetry.duration("phaseDuration", performance.now() - started, {
+                "idempo.workflow": plan.def.name,
+                "idempo.item": item.name,
+                "idempo.item.kind": item.kind,
+              });
+            }
           }
         },
       );

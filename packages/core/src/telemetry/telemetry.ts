@@ -72,8 +72,10 @@ interface Histogram {
 }
 type Instruments = Record<CounterName, Counter> & Record<HistogramName, Histogram>;
 
-function createInstruments(api: typeof Api): Instruments {
+/** The engine's instruments, or null when no meter provider is registered (the API's no-op meter's would record nothing). */
+function createInstruments(api: typeof Api): Instruments | null {
   const meter = api.metrics.getMeter("idempo", version);
+  if (meter === api.createNoopMeter()) return null;
   const seconds = (name: string, description: string) => meter.createHistogram(name, { description, unit: "s" });
   return {
     claims: meter.createCounter("idempo.claims", { description: "runOnce calls by claim result", unit: "{claim}" }),
@@ -105,7 +107,7 @@ export class Telemetry {
   readonly #api: typeof Api | null;
   readonly #logger: Logger;
   // Metric instruments are made at first use: the application registers its meter provider at start-up.
-  #instruments: Instruments | null = null;
+  #instruments: Instruments | null | undefined;
 
   constructor(logger: Logger) {
     this.#logger = logger;
@@ -113,9 +115,13 @@ export class Telemetry {
   }
 
   #metrics(): Instruments | null {
-    if (!this.#api) return null;
-    this.#instruments ??= createInstruments(this.#api);
+    if (this.#instruments === undefined) this.#instruments = this.#api ? createInstruments(this.#api) : null;
     return this.#instruments;
+  }
+
+  /** True when metrics are recorded: only then is a duration worth measuring. */
+  get metered(): boolean {
+    return this.#metrics() !== null;
   }
 
   /** Write a log line through the application's logger. */

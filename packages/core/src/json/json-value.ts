@@ -147,8 +147,9 @@ class Walker {
       }
       const converted = this.#child(item, k, k, depth);
       if (converted === undefined) continue;
-      // A "__proto__" member (JSON.parse keeps it as data) must stay data, never become the object's prototype.
-      if (k === "__proto__")
+      // Defined, not assigned, where the name is also Object.prototype's: a "__proto__" member (JSON.parse
+      // keeps it as data) must stay data, never become the object's prototype.
+      if (k in Object.prototype)
         Object.defineProperty(out, k, { value: converted, enumerable: true, writable: true, configurable: true });
       else out[k] = converted;
     }

@@ -1,4 +1,4 @@
-import { createHash } from "node:crypto";
+import { hash } from "node:crypto";
 
 /**
  * The idempotency key a step passes downstream: a pure function of
@@ -10,10 +10,7 @@ import { createHash } from "node:crypto";
  */
 export function deriveStepKey(tenantId: string, key: string, workflow: string, step: string): string {
   // JSON array encoding makes the parts unambiguous ("a|b","c" vs "a","b|c").
-  const digest = createHash("sha256")
-    .update(JSON.stringify([tenantId, key, workflow, step]))
-    .digest("base64url");
-  return `idem_${digest}`;
+  return `idem_${hash("sha256", JSON.stringify([tenantId, key, workflow, step]), "base64url")}`;
 }
 
 /**
@@ -36,8 +33,5 @@ export function deriveDeliveryKey(
   phase: string,
   position: number,
 ): string {
-  const digest = createHash("sha256")
-    .update(JSON.stringify([tenantId, key, runId, attempt, phase, position]))
-    .digest("base64url");
-  return `dlv_${digest}`;
+  return `dlv_${hash("sha256", JSON.stringify([tenantId, key, runId, attempt, phase, position]), "base64url")}`;
 }

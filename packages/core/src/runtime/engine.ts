@@ -434,7 +434,7 @@ export function createEngine<DB>(options: EngineOptions<DB>): Engine {
 
   function runOnce<In, B>(wf: Workflow<In, B>, request: RunOnceRequest<In>): Promise<RunResult<B>> {
     const name = wf?.definition?.name ?? "unknown";
-    const attributes = runAttributes(name, request?.tenantId, request?.key);
+    const attributes = () => runAttributes(name, request?.tenantId, request?.key);
     const started = performance.now();
     return telemetry.span(`runOnce ${name}`, "internal", attributes, async (span) => {
       const claimed = (result: ClaimResult) => {
@@ -680,7 +680,7 @@ export function createEngine<DB>(options: EngineOptions<DB>): Engine {
         const res = await telemetry.span(
           `resume ${stale.workflow}`,
           "internal",
-          runAttributes(stale.workflow, stale.tenantId, stale.key),
+          () => runAttributes(stale.workflow, stale.tenantId, stale.key),
           async (span) => {
             const taken = await takeOverExpiredLease(db, tables, {
               ...stale,
@@ -902,7 +902,8 @@ export function createEngine<DB>(options: EngineOptions<DB>): Engine {
     const runLease = def.options.leaseMs ?? leaseMs;
     checkHeartbeat(`workflow '${def.name}'`, heartbeatMs, runLease);
     const ownerToken = newId();
-    await telemetry.span(`resume ${def.name}`, "internal", runAttributes(def.name, tenantId, key), async (span) => {
+    const attributes = () => runAttributes(def.name, tenantId, key);
+    await telemetry.span(`resume ${def.name}`, "internal", attributes, async (span) => {
       const taken = await takeDueRun(db, tables, { tenantId, key, ownerToken, leaseMs: runLease, fingerprint: null });
       if (!taken) return; // another worker or a client retry got it first
       telemetry.count("claims", { "idempo.workflow": def.name, "idempo.claim.result": "resume" });

@@ -23,9 +23,18 @@ export interface LeaseOps {
  * Renewal is bounded: past `boundMs` (the attempt bound) the keeper stops
  * renewing, gives the key up and aborts `signal`, so an attempt that never
  * settles cannot hold its key for good.
+ *
+ * The `AbortSignal` is made when first asked for (a step's context): an
+ * attempt of phases only never needs one, and making one costs more than
+ * the rest of the keeper. {@link LeaseKeeper.until} does not need it.
  */
 export class LeaseKeeper {
-  readonly #controller = new AbortController();
+  #controller: AbortController | undefined;
+  /** Why the attempt must stop (a LeaseLostError or AttemptTimeoutError); set once. */
+  #reason: IdempoError | undefined;
+  /** Rejected with the reason when the attempt must stop; made at the first {@link LeaseKeeper.until}. */
+  #stopped: Promise<never> | undefined;
+  #stop: ((reason: IdempoError) => void) | undefined;
   readonly #ops: LeaseOps;
   #timer: NodeJS.Timeout | undefined;
   #bound: NodeJS.Timeout | undefined;
@@ -39,7 +48,37 @@ export class LeaseKeeper {
 
   /** Aborted (with a LeaseLostError or AttemptTimeoutError reason) when the attempt must stop. */
   get signal(): AbortSignal {
+    if (!this.#controller) {
+      this.#controller = new AbortController();
+      if (this.#reason) this.#controller.abort(this.#reason);
+    }
     return this.#controller.signal;
+  }
+
+  /** True once the attempt must stop: `signal` is (or, when made, will be) aborted. */
+  get aborted(): boolean {
+    return this.#reason !== undefined;
+  }
+
+  /**
+   * Settle with `work`, or reject with the reason as soon as the attempt
+   * must stop: an attempt that lost its lease or ran past its bound ends now
+   * even when workflow code ignores its signal. The abandoned work still
+   * settles later; its writes are fenced out, and its rejection is dropped here.
+   */
+  until<T>(work: Promise<T>): Promise<T> {
+    if (!this.#stopped) {
+      this.#stopped = this.#reason
+        ? Promise.reject(this.#reason)
+        : new Promise<never>((_, reject) => {
+            this.#stop = reject;
+          });
+      // Nobody may be waiting when it is rejected.
+      this.#stopped.catch(() => undefined);
+    }
+    // First, so that once stopped it wins over work that has settled too; the
+    // race also handles a later rejection of the abandoned work.
+    return Promise.race([this.#stopped, work]);
   }
 
   start(intervalMs: number, boundMs: number): void {
@@ -64,11 +103,9 @@ export class LeaseKeeper {
    * error to raise: the bound's error when the bound already ended the attempt.
    */
   lost(): IdempoError {
-    const reason: unknown = this.#controller.signal.reason;
-    const error =
-      this.#controller.signal.aborted && reason instanceof Error ? (reason as IdempoError) : this.#ops.lostError();
-    if (!this.#controller.signal.aborted) {
-      this.#controller.abort(error);
+    const error = this.#reason ?? this.#ops.lostError();
+    if (!this.#reason) {
+      this.#abort(error);
       this.#ops.onLost();
     }
     this.stop();
@@ -80,6 +117,13 @@ export class LeaseKeeper {
     if (this.#bound) clearTimeout(this.#bound);
     this.#timer = undefined;
     this.#bound = undefined;
+  }
+
+  /** Stop the attempt: abort the signal (its listeners run first, as they were added first), then the waits. */
+  #abort(reason: IdempoError): void {
+    this.#reason = reason;
+    this.#controller?.abort(reason);
+    this.#stop?.(reason);
   }
 
   async #tick(): Promise<void> {
@@ -103,6 +147,6 @@ export class LeaseKeeper {
     this.stop();
     // Give the key up first, so that every write this attempt still tries is fenced out.
     await this.#ops.giveUp().catch(() => undefined);
-    if (!this.#controller.signal.aborted) this.#controller.abort(this.#ops.timeoutError());
+    if (!this.#reason) this.#abort(this.#ops.timeoutError());
   }
 }

@@ -100,13 +100,13 @@ export function startRelay(
   async function deliver(m: ClaimedMessage): Promise<void> {
     const handler = options.handlers[m.topic];
     if (!handler) return;
-    const attributes = {
+    const attributes = () => ({
       "messaging.destination.name": m.topic,
       "messaging.message.id": m.message_id,
       "idempo.tenant_id": m.tenant_id,
       "idempo.key.hash": keyHash(m.tenant_id, m.key),
       "idempo.outbox.attempt": m.attempts,
-    };
+    });
     await telemetry
       .span(`deliver ${m.topic}`, "producer", attributes, () => attemptDelivery(m, handler))
       .catch(() => undefined); // the failure is recorded on the span and handled below

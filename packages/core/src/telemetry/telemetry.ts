@@ -5,7 +5,7 @@
  * names under `idempo.`, durations in seconds). The idempotency key never
  * appears raw: only as `idempo.key.hash`.
  */
-import { createHash } from "node:crypto";
+import { hash } from "node:crypto";
 import { createRequire } from "node:module";
 import type * as Api from "@opentelemetry/api";
 import type { LogFields, Logger } from "./logger.js";
@@ -34,11 +34,16 @@ export type ClaimResult = "new" | "replay" | "in_progress" | "mismatch" | "takeo
 
 /** The first 16 hex digits of SHA-256 over tenant and key: correlates spans without exposing the key. */
 export function keyHash(tenantId: string, key: string): string {
-  return createHash("sha256").update(`${tenantId}\u0000${key}`).digest("hex").slice(0, 16);
+  return hash("sha256", `${tenantId}\u0000${key}`, "hex").slice(0, 16);
 }
 
 /** A span in progress, or nothing when tracing is off. */
 export interface SpanScope {
+  /**
+   * True while the span records what it is given: attributes that cost work
+   * to compute (a hash) are worth computing only then.
+   */
+  readonly recording: boolean;
   set(attributes: Attributes): void;
   /** Link this span to an earlier one (the attempt a takeover replaced), by W3C traceparent. */
   link(traceparent: string): void;
@@ -46,7 +51,12 @@ export interface SpanScope {
   traceparent(): string | null;
 }
 
-const NO_SPAN: SpanScope = { set: () => undefined, link: () => undefined, traceparent: () => null };
+const NO_SPAN: SpanScope = {
+  recording: false,
+  set: () => undefined,
+  link: () => undefined,
+  traceparent: () => null,
+};
 
 /** The engine's counters. */
 type CounterName = "claims" | "leaseLost" | "parked" | "stepRetries" | "deadLetters" | "sweepDeleted";
@@ -62,8 +72,10 @@ interface Histogram {
 }
 type Instruments = Record<CounterName, Counter> & Record<HistogramName, Histogram>;
 
-function createInstruments(api: typeof Api): Instruments {
+/** The engine's instruments, or null when no meter provider is registered (the API's no-op meter's would record nothing). */
+function createInstruments(api: typeof Api): Instruments | null {
   const meter = api.metrics.getMeter("idempo", version);
+  if (meter === api.createNoopMeter()) return null;
   const seconds = (name: string, description: string) => meter.createHistogram(name, { description, unit: "s" });
   return {
     claims: meter.createCounter("idempo.claims", { description: "runOnce calls by claim result", unit: "{claim}" }),
@@ -95,17 +107,21 @@ export class Telemetry {
   readonly #api: typeof Api | null;
   readonly #logger: Logger;
   // Metric instruments are made at first use: the application registers its meter provider at start-up.
-  #instruments: Instruments | null = null;
+  #instruments: Instruments | null | undefined;
 
   constructor(logger: Logger) {
     this.#logger = logger;
-    this.#api = loadOtel();
+    this.#api = process.env.NOOTEL ? null : loadOtel();
   }
 
   #metrics(): Instruments | null {
-    if (!this.#api) return null;
-    this.#instruments ??= createInstruments(this.#api);
+    if (this.#instruments === undefined) this.#instruments = this.#api ? createInstruments(this.#api) : null;
     return this.#instruments;
+  }
+
+  /** True when metrics are recorded: only then is a duration worth measuring. */
+  get metered(): boolean {
+    return this.#metrics() !== null;
   }
 
   /** Write a log line through the application's logger. */
@@ -130,16 +146,18 @@ export class Telemetry {
   /**
    * Run `fn` inside a span named `name` (a child of the active span), ended
    * when `fn` settles; a thrown error marks it failed with `error.type`.
-   * When no tracer provider is registered, the API's no-op tracer hands back
-   * a span that records nothing and belongs to no trace: then `fn` runs as it
-   * does without the API (no active context, no scope closures), so an
-   * application that installs the API but no SDK pays only for starting
-   * that span.
+   * `attributes` is what the span starts with; a function is called only
+   * when a tracer provider is registered (the samplers see them at the start).
+   * When none is registered, the API's no-op tracer would hand back a span
+   * that records nothing and belongs to no trace, unless a span is active:
+   * then no span is started at all and `fn` runs as it does without the API
+   * (no active context, no scope closures), so an application that installs
+   * the API but no SDK pays only for that check.
    */
-  async span<T>(
+  span<T>(
     name: string,
     kind: "internal" | "server" | "producer",
-    attributes: Attributes,
+    attributes: Attributes | (() => Attributes),
     fn: (scope: SpanScope) => Promise<T>,
   ): Promise<T> {
     const api = this.#api;
@@ -148,7 +166,15 @@ export class Telemetry {
     // after the engine was made, and through the API's other module build
     // (ESM beside this CommonJS require), whose proxy this one never sees.
     const tracer = api.trace.getTracer("idempo", version);
-    const span = tracer.startSpan(name, { kind: spanKind(api, kind), attributes });
+    // The API hands out its proxy tracer only while no provider is registered;
+    // its spans are the no-op tracer's: of the active span's trace, else of none.
+    if (tracer instanceof api.ProxyTracer && !inTrace(api, api.trace.getSpanContext(api.context.active()))) {
+      return fn(NO_SPAN);
+    }
+    const span = tracer.startSpan(name, {
+      kind: spanKind(api, kind),
+      attributes: typeof attributes === "function" ? attributes() : attributes,
+    });
     // A span an SDK sampled out still carries its trace (valid ids), which the
     // children must inherit: only a span of no trace (the no-op tracer's) is
     // skipped. Its all-zero trace id is compared, not matched by a pattern.
@@ -156,6 +182,11 @@ export class Telemetry {
     // What the tracer's startActiveSpan does, spelt out so the check above comes first.
     return api.context.with(api.trace.setSpan(api.context.active(), span), () => inSpan(api, span, fn));
   }
+}
+
+/** True for the context of a span in a trace, which a no-op tracer's span would inherit. */
+function inTrace(api: typeof Api, context: Api.SpanContext | undefined): boolean {
+  return context !== undefined && api.isSpanContextValid(context);
 }
 
 function spanKind(api: typeof Api, kind: "internal" | "server" | "producer"): Api.SpanKind {
@@ -166,6 +197,9 @@ function spanKind(api: typeof Api, kind: "internal" | "server" | "producer"): Ap
 /** Run `fn` with a scope over `span`, then end it; a thrown error marks it failed. */
 async function inSpan<T>(api: typeof Api, span: Api.Span, fn: (scope: SpanScope) => Promise<T>): Promise<T> {
   const scope: SpanScope = {
+    get recording() {
+      return span.isRecording();
+    },
     set: (a) => void span.setAttributes(a),
     link(traceparent) {
       const context = parseTraceparent(traceparent);

@@ -27,8 +27,9 @@ const probing = workflow("probe_tx", { lockTimeoutMs: 1234 })
     await sql`INSERT INTO orders (id, tenant_id, cart_id, amount_cents) VALUES (${key}, ${tenantId}, 'c', 1)`.execute(
       tx,
     );
-    // now() is the transaction's start: a later statement of the same transaction sees an earlier now().
-    const later = await sql<{ same_tx: boolean }>`SELECT now() < statement_timestamp() AS same_tx`.execute(tx);
+    // The INSERT gave the transaction an id; a later statement sees it only inside the same transaction.
+    const later = await sql<{ same_tx: boolean }>`
+      SELECT pg_current_xact_id_if_assigned() IS NOT NULL AS same_tx`.execute(tx);
     return { timeout: rows[0]?.timeout ?? "", sameTx: later.rows[0]?.same_tx ?? false };
   })
   .respond(({ state }) => ({ status: 201, body: state }));

@@ -272,7 +272,7 @@ export const GUARDS: readonly GuardRow[] = [
     transition: "derived key (function)",
     file: "keys/derived-key.ts",
     fn: "deriveStepKey",
-    patterns: [".update(JSON.stringify([tenantId, key, workflow, step]))"],
+    patterns: ['hash("sha256", JSON.stringify([tenantId, key, workflow, step]), "base64url")'],
   },
 ];
 

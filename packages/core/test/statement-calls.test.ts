@@ -188,4 +188,25 @@ describe("the engine's statements on PGlite", () => {
     expect((await engine.runOnce(wf, { tenantId: "calls", key: "g1", input: {} })).replayed).toBe(true);
     expect(await prepared(db)).toEqual([]);
   });
+
+  it("get their tables analyzed as the tables grow, since PGlite runs no autovacuum", async () => {
+    const pglite = await PGlite.create();
+    const db = new Kysely<unknown>({ dialect: new PGliteDialect(pglite) });
+    open.push(db);
+    const engine = createEngine({ db });
+    await engine.migrate();
+    await sql`CREATE TABLE orders (id text PRIMARY KEY, tenant_id text, cart_id text, amount_cents int)`.execute(db);
+    const history = async () => {
+      const { rows } = await sql<{ n: number }>`
+        SELECT reltuples::int AS n FROM pg_class WHERE oid = 'idempo.run_history'::regclass`.execute(db);
+      return rows[0]?.n ?? -1;
+    };
+    const before = await history();
+    // Each run calls four statement functions (claim, phase a, step b started and its result) and the last phase
+    // completes it: 30 runs are 150 calls, past the first ANALYZE at 100.
+    for (let i = 0; i < 30; i++) await engine.runOnce(wf, { tenantId: "calls", key: `a${i}`, input: {} });
+    expect(before).toBeLessThanOrEqual(0);
+    // The statistics see the history written so far: at least the 20 runs before the 100th call.
+    expect(await history()).toBeGreaterThanOrEqual(20);
+  });
 });

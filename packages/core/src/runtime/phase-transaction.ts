@@ -14,6 +14,7 @@
 import type { DatabaseConnection, Dialect, Driver, QueryResult } from "kysely";
 import { CompiledQuery, Kysely, SingleConnectionProvider, Transaction } from "kysely";
 import type { Executor } from "../store/run-store.js";
+import { isSingleBackend } from "../store/single-backend.js";
 
 /** What the phase's body gets. */
 export interface PhaseTransaction {
@@ -34,19 +35,6 @@ const beginOn = new WeakMap<object, "split" | "alone">();
 
 /** PostgreSQL's answer to two commands in one extended-protocol query. */
 const MULTIPLE_COMMANDS = "42601";
-
-/**
- * PGlite names itself in `version()` ("PostgreSQL 18.6 (PGlite 0.5.14) on
- * wasm32 ..."): PostgreSQL in single-user mode, one backend, so a lock is
- * only ever held by the session that asks for it. Asked once per database,
- * after its first refusal.
- */
-async function singleBackend(connection: DatabaseConnection): Promise<boolean> {
-  const { rows } = await connection.executeQuery<{ pglite: boolean }>(
-    CompiledQuery.raw("SELECT strpos(version(), '(PGlite ') > 0 AS pglite"),
-  );
-  return rows[0]?.pglite === true;
-}
 
 function unsupported(what: string): never {
   throw new Error(`${what} is not supported on a phase's transaction`);
@@ -95,7 +83,7 @@ class LazyBegin implements DatabaseConnection {
         if ((error as { code?: unknown }).code !== MULTIPLE_COMMANDS) throw error;
       }
       // The refused query began nothing: the connection is idle, outside a transaction.
-      how = (await singleBackend(this.connection)) ? "alone" : "split";
+      how = (await isSingleBackend(this.connection)) ? "alone" : "split";
       beginOn.set(this.db, how);
     }
     await this.connection.executeQuery(CompiledQuery.raw("BEGIN"));

@@ -18,6 +18,8 @@
 import { createHash } from "node:crypto";
 import type { Kysely, QueryResult } from "kysely";
 import { CompiledQuery } from "kysely";
+import { isSingleBackend } from "./single-backend.js";
+import { TableStatistics } from "./table-statistics.js";
 
 /** What a call needs of a database or a transaction. */
 // biome-ignore lint/suspicious/noExplicitAny: the store is schema-agnostic
@@ -127,13 +129,13 @@ export class StatementCalls {
   /** undefined until read from a connection; then whether calls go as named statements. */
   #named: boolean | undefined;
   #reading: Promise<void> | undefined;
+  /** Set when the database is PGlite, which runs no autovacuum. */
+  #statistics: TableStatistics | undefined;
 
   constructor(
     private readonly schema: string,
     private readonly prepare: boolean,
-  ) {
-    if (!prepare) this.#named = false;
-  }
+  ) {}
 
   /**
    * Call `fn` with `args` (in the function's parameter order) on `db`, a
@@ -143,7 +145,11 @@ export class StatementCalls {
   async call<R>(db: Executor, fn: StatementFunction, args: readonly unknown[]): Promise<R[]> {
     const text = this.#texts.get(fn) ?? this.#build(fn);
     if (this.#named === undefined && !db.isTransaction) await this.#readDriver(db);
-    if (!this.#named) return run<R>(db, text.text, args);
+    if (!this.#named) {
+      const rows = await run<R>(db, text.text, args);
+      await this.#statistics?.noteCall(db);
+      return rows;
+    }
     try {
       return await run<R>(db, text.named as unknown as string, args);
     } catch (error) {
@@ -174,7 +180,9 @@ export class StatementCalls {
     this.#reading ??= db
       .getExecutor()
       .provideConnection(async (connection) => {
-        this.#named = this.prepare && connection.constructor.name === NODE_POSTGRES_CONNECTION;
+        const nodePostgres = connection.constructor.name === NODE_POSTGRES_CONNECTION;
+        if (!nodePostgres && (await isSingleBackend(connection))) this.#statistics = new TableStatistics(this.schema);
+        this.#named = this.prepare && nodePostgres;
       })
       .catch((error: unknown) => {
         this.#reading = undefined; // a database that was down is asked again next time

@@ -7,7 +7,7 @@
  */
 import { PGlite } from "@electric-sql/pglite";
 import type { Engine } from "@idempo/core";
-import { createEngine, IdempotencyKeyInProgressError } from "@idempo/core";
+import { createEngine } from "@idempo/core";
 import { Kysely, sql } from "kysely";
 import { PGliteDialect } from "kysely-pglite-dialect";
 import type { Cell, Path } from "./cells.js";
@@ -16,8 +16,8 @@ import { createStatementFunctions } from "./plpgsql.js";
 import type { Replica } from "./replica.js";
 import { asFunctionCalls, bindReplica, replicate, StatementRecorder } from "./replica.js";
 import type { PgBench } from "./setup.js";
-import { BUSY_KEYS, REPLAY_KEYS } from "./setup.js";
-import { HELD_IN_FLIGHT, INPUT, newKey, ORDERS_DDL, orderOnce, seedCopies, TENANT, threeItems } from "./workload.js";
+import { BUSY_KEYS, REPLAY_KEYS, recordSeededPaths } from "./setup.js";
+import { HELD_IN_FLIGHT, INPUT, newKey, ORDERS_DDL, orderOnce, seedCopies, TENANT } from "./workload.js";
 
 export interface PgliteBench {
   readonly db: Kysely<unknown>;
@@ -57,20 +57,7 @@ async function recordReplicas(pglite: PGlite): Promise<PgBench["replicas"]> {
   const newKeyRun = await recorder.record(() =>
     engine.runOnce(orderOnce, { tenantId: TENANT, key: "record-order", input: INPUT }),
   );
-  const replayRun = await recorder.record(() =>
-    engine.runOnce(orderOnce, { tenantId: "replay", key: "rk-1", input: INPUT }),
-  );
-  const conflictRun = await recorder.record(() =>
-    engine.runOnce(orderOnce, { tenantId: "busy", key: "bk-1", input: INPUT }).then(
-      () => Promise.reject(new Error("a key under a valid lease was not refused")),
-      (error: unknown) => {
-        if (!(error instanceof IdempotencyKeyInProgressError)) throw error;
-      },
-    ),
-  );
-  const threeRun = await recorder.record(() =>
-    engine.runOnce(threeItems, { tenantId: TENANT, key: "record-three", input: INPUT }),
-  );
+  const { replayRun, conflictRun, threeRun } = await recordSeededPaths(recorder, engine, "record-three");
   return {
     newKey: replicate("new key (PGlite)", newKeyRun, "record-order"),
     replay: replicate("replay (PGlite)", replayRun, "rk-1"),

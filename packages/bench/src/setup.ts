@@ -9,7 +9,7 @@ import { Kysely, PostgresDialect } from "kysely";
 import pg from "pg";
 import type { NewKeyShape } from "./new-key-shapes.js";
 import { checkShapes, newKeyShapes } from "./new-key-shapes.js";
-import type { Replica } from "./replica.js";
+import type { Replica, Statement } from "./replica.js";
 import { replicate, StatementRecorder, sendReplica } from "./replica.js";
 import { HELD_IN_FLIGHT, INPUT, ORDERS_DDL, orderOnce, seedCopies, TENANT, threeItems } from "./workload.js";
 
@@ -52,6 +52,33 @@ export function openPool(url: string, max: number): pg.Pool {
   return pool;
 }
 
+/**
+ * Record the replay (of `replay`/`rk-1`), the 409 (on `busy`/`bk-1`, which
+ * must be refused) and a phase/step/phase on the new key `threeKey`: the
+ * paths recorded after the seeded keys exist, on PostgreSQL and on PGlite.
+ */
+export async function recordSeededPaths(
+  recorder: StatementRecorder,
+  engine: Engine,
+  threeKey: string,
+): Promise<{ replayRun: Statement[]; conflictRun: Statement[]; threeRun: Statement[] }> {
+  const replayRun = await recorder.record(() =>
+    engine.runOnce(orderOnce, { tenantId: "replay", key: "rk-1", input: INPUT }),
+  );
+  const conflictRun = await recorder.record(() =>
+    engine.runOnce(orderOnce, { tenantId: "busy", key: "bk-1", input: INPUT }).then(
+      () => Promise.reject(new Error("a key under a valid lease was not refused")),
+      (error: unknown) => {
+        if (!(error instanceof IdempotencyKeyInProgressError)) throw error;
+      },
+    ),
+  );
+  const threeRun = await recorder.record(() =>
+    engine.runOnce(threeItems, { tenantId: TENANT, key: threeKey, input: INPUT }),
+  );
+  return { replayRun, conflictRun, threeRun };
+}
+
 export async function preparePostgres(url: string): Promise<PgBench> {
   const admin = openPool(url, 2);
   await admin.query(ORDERS_DDL);
@@ -78,20 +105,7 @@ export async function preparePostgres(url: string): Promise<PgBench> {
     count: BUSY_KEYS,
     set: HELD_IN_FLIGHT,
   });
-  const replayRun = await recorder.record(() =>
-    engine.runOnce(orderOnce, { tenantId: "replay", key: "rk-1", input: INPUT }),
-  );
-  const conflictRun = await recorder.record(() =>
-    engine.runOnce(orderOnce, { tenantId: "busy", key: "bk-1", input: INPUT }).then(
-      () => Promise.reject(new Error("a key under a valid lease was not refused")),
-      (error: unknown) => {
-        if (!(error instanceof IdempotencyKeyInProgressError)) throw error;
-      },
-    ),
-  );
-  const threeRun = await recorder.record(() =>
-    engine.runOnce(threeItems, { tenantId: TENANT, key: "seed-three", input: INPUT }),
-  );
+  const { replayRun, conflictRun, threeRun } = await recordSeededPaths(recorder, engine, "seed-three");
   await recorder.db.destroy();
 
   const replicas: Replicas = {

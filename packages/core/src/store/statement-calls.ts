@@ -1,5 +1,5 @@
 /**
- * How the engine calls its statement functions (migration 0008): the hot
+ * How the engine calls its statement functions (migrations 0008, 0009): the hot
  * path's claim, takeover, commits and renewal. Each call's text is built once
  * per engine, not compiled by Kysely on every call, and on node-postgres it
  * goes as a prepared (named) statement: the server parses and plans the short
@@ -13,7 +13,9 @@
  * query's `sql` to `client.query` unchanged, so the engine gives it such a
  * config. Other drivers (PGlite and the rest) get the plain text. Which one
  * the database is, is read once per engine from the class of the connection
- * its Kysely hands out.
+ * its Kysely hands out; on PGlite, which runs no autovacuum, the calls are
+ * also counted to have idempo's tables analyzed as they grow
+ * (table-statistics.ts).
  */
 import { createHash } from "node:crypto";
 import type { Kysely, QueryResult } from "kysely";
@@ -36,7 +38,7 @@ const FUNCTIONS = {
   renew_lease: { marker: "renew", arity: 4, answer: "ok" },
 } as const;
 
-/** A statement function of migration 0008. */
+/** A statement function of migration 0008 (the claim's as 0009 replaced it). */
 export type StatementFunction = keyof typeof FUNCTIONS;
 
 /**

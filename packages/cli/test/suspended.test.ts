@@ -15,6 +15,41 @@ import { idempo, jsonLines } from "./support/cli.ts";
 
 const HOUR = 3_600_000;
 const WEEK = 7 * 24 * HOUR;
+/** Rounding to whole ms and the distance between the database's clock and this process's on one machine. */
+const SLACK_MS = 1_000;
+
+/** When something ran, by this process's clock: what a time the database computed meanwhile is checked against. */
+interface Window {
+  started: number;
+  ended: number;
+}
+/** When each run's sleep or wait was recorded (its wake-up time is that plus its length). */
+const seededAt: Record<string, Window> = {};
+
+async function timed<T>(into: Record<string, Window>, name: string, work: () => Promise<T>): Promise<T> {
+  const started = Date.now();
+  const result = await work();
+  into[name] = { started, ended: Date.now() };
+  return result;
+}
+
+/**
+ * The ms to a wake-up time `wakeAt` as something that ran during `window`
+ * would have computed it: between its value at the window's end and at its
+ * start. Bounded by when the work ran, never by how long it took.
+ */
+function expectMsUntil(ms: unknown, wakeAt: unknown, window: Window): void {
+  const at = new Date((wakeAt as Date | string | null | undefined) ?? Number.NaN).getTime();
+  expect(ms).toBeGreaterThanOrEqual(at - window.ended - SLACK_MS);
+  expect(ms).toBeLessThanOrEqual(at - window.started + SLACK_MS);
+}
+
+/** The wake-up time of a run seeded during `window` that suspends for `lengthMs`. */
+function expectWakeAt(wakeAt: unknown, lengthMs: number, window: Window): void {
+  const at = new Date((wakeAt as Date | string | null | undefined) ?? Number.NaN).getTime();
+  expect(at).toBeGreaterThanOrEqual(window.started + lengthMs - SLACK_MS);
+  expect(at).toBeLessThanOrEqual(window.ended + lengthMs + SLACK_MS);
+}
 
 let engine: Engine;
 const seeded = useClonedDatabase("idempo_cli_suspended", {
@@ -22,9 +57,11 @@ const seeded = useClonedDatabase("idempo_cli_suspended", {
   prepare: async (db) => {
     const e = createEngine({ db });
     // Oldest first, so "newest first" has a known order.
-    await e.runOnce(trial, { tenantId: "acme", key: "trial-1", input: { sleepMs: HOUR } });
+    await timed(seededAt, "trial-1", () =>
+      e.runOnce(trial, { tenantId: "acme", key: "trial-1", input: { sleepMs: HOUR } }),
+    );
     await e.runOnce(trial, { tenantId: "acme", key: "trial-due", input: { sleepMs: 0 } });
-    await e.runOnce(payment, { tenantId: "acme", key: "pay-1", input: {} });
+    await timed(seededAt, "pay-1", () => e.runOnce(payment, { tenantId: "acme", key: "pay-1", input: {} }));
     await e.runOnce(payment, { tenantId: "globex", key: "pay-2", input: {} });
     await e.signal("globex", "pay-2", "confirmed", { by: "provider" });
     await e.runOnce(approval, { tenantId: "acme", key: "approve-1", input: {} });
@@ -41,6 +78,8 @@ const seeded = useClonedDatabase("idempo_cli_suspended", {
 
 const run = (args: string[]) => idempo(args, { DATABASE_URL: seeded.url });
 let r: Record<string, CliResult>;
+/** When each command ran. */
+const ranAt: Record<string, Window> = {};
 
 beforeAll(async () => {
   engine = createEngine({ db: seeded.db });
@@ -66,7 +105,7 @@ beforeAll(async () => {
     Array.from({ length: 3 }, async () => {
       while (next < names.length) {
         const name = names[next++] as string;
-        r[name] = await run(commands[name] as string[]);
+        r[name] = await timed(ranAt, name, () => run(commands[name] as string[]));
       }
     }),
   );
@@ -107,12 +146,14 @@ describe("keys list --status suspended", () => {
       leaseRemainingMs: null,
       stuck: false,
     });
-    // Not due yet, and at most the sleep's length away (however long the commands took).
-    expect(by("trial-1")?.wakesInMs).toBeGreaterThan(0);
-    expect(by("trial-1")?.wakesInMs).toBeLessThanOrEqual(HOUR);
+    // The wake-up is the sleep's (the wait's timeout's) length after the run suspended, and wakesInMs the time
+    // to it from when the command ran: bounded by when things ran, however long they took.
+    const json = ranAt.json as Window;
+    expectWakeAt(by("trial-1")?.wakeAt, HOUR, seededAt["trial-1"] as Window);
+    expectMsUntil(by("trial-1")?.wakesInMs, by("trial-1")?.wakeAt, json);
     expect(by("pay-1")).toMatchObject({ waitingFor: { kind: "signal", name: "confirmed" }, signalDelivered: false });
-    expect(by("pay-1")?.wakesInMs).toBeGreaterThan(HOUR);
-    expect(by("pay-1")?.wakesInMs).toBeLessThanOrEqual(WEEK);
+    expectWakeAt(by("pay-1")?.wakeAt, WEEK, seededAt["pay-1"] as Window);
+    expectMsUntil(by("pay-1")?.wakesInMs, by("pay-1")?.wakeAt, json);
     expect(by("pay-2")).toMatchObject({ signalDelivered: true });
     expect(by("pay-2")?.wakesInMs).toBeLessThanOrEqual(0);
     expect(by("approve-1")).toMatchObject({
@@ -236,15 +277,16 @@ describe("keys show of a suspended run", () => {
       expect(error).toBeInstanceOf(IdempotencyKeyInProgressError);
       return (error as IdempotencyKeyInProgressError).retryAfterMs;
     };
-    // retryAfterMs points at the wake-up: after now, and no further than the sleep or the wait's timeout.
-    const trialRetry = await inProgress(
-      engine.runOnce(trial, { tenantId: "acme", key: "trial-1", input: { sleepMs: HOUR } }),
+    // retryAfterMs points at the wake-up: the time to it from when the retry ran.
+    const retriedAt: Record<string, Window> = {};
+    const trialRetry = await timed(retriedAt, "trial-1", () =>
+      inProgress(engine.runOnce(trial, { tenantId: "acme", key: "trial-1", input: { sleepMs: HOUR } })),
     );
-    expect(trialRetry).toBeGreaterThan(0);
-    expect(trialRetry).toBeLessThanOrEqual(HOUR);
-    const payRetry = await inProgress(engine.runOnce(payment, { tenantId: "acme", key: "pay-1", input: {} }));
-    expect(payRetry).toBeGreaterThan(HOUR);
-    expect(payRetry).toBeLessThanOrEqual(WEEK);
+    expectMsUntil(trialRetry, (await engine.inspect("acme", "trial-1"))?.wakeAt, retriedAt["trial-1"] as Window);
+    const payRetry = await timed(retriedAt, "pay-1", () =>
+      inProgress(engine.runOnce(payment, { tenantId: "acme", key: "pay-1", input: {} })),
+    );
+    expectMsUntil(payRetry, (await engine.inspect("acme", "pay-1"))?.wakeAt, retriedAt["pay-1"] as Window);
     await inProgress(engine.runOnce(approval, { tenantId: "acme", key: "approve-1", input: {} }));
     await expect(engine.runOnce(payment, { tenantId: "globex", key: "pay-2", input: {} })).resolves.toMatchObject({
       status: 201,

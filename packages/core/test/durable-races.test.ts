@@ -170,15 +170,20 @@ describe("waiting for a result", () => {
 
   it("engine.wait resolves with the stored result of a run in flight elsewhere; 409 at the timeout; typed errors", async () => {
     // A ten-minute lease: the owner's lease is still running when the waiter looks, however slow the machine.
-    const owner = createEngine({ db: t.connect(3), leaseMs: 600_000 });
+    const leaseMs = 600_000;
+    const owner = createEngine({ db: t.connect(3), leaseMs });
     const waiter = createEngine({ db: t.connect(2) });
     const wf = slow();
     const pause = pauseAt(owner, "before:phase:b");
+    const started = Date.now();
     const running = owner.runOnce(wf, { tenantId: T, key: "w1", input: {} });
     await pause.reached;
     const timedOut = await waiter.wait(T, "w1", { timeoutMs: 0 }).catch((e) => e);
+    const answered = Date.now();
     expect(timedOut).toBeInstanceOf(IdempotencyKeyInProgressError);
-    expect(timedOut.retryAfterMs).toBeGreaterThan(0);
+    // The owner's lease left when the waiter asked: bounded by when things ran (1 s for rounding and clocks).
+    expect(timedOut.retryAfterMs).toBeGreaterThanOrEqual(leaseMs - (answered - started) - 1_000);
+    expect(timedOut.retryAfterMs).toBeLessThanOrEqual(leaseMs + 1_000);
     const waiting = waiter.wait(T, "w1", { timeoutMs: 120_000 });
     pause.resume();
     const first = await running;

@@ -41,6 +41,11 @@ export function announceCompletion(cte: string) {
   )`;
 }
 
+/** The last three arguments of a commit that may complete the run: its outcome, status and body, or nulls. */
+function completionArgs(response: StoredResponse | undefined): [string | null, number | null, string | null] {
+  return response ? [response.outcome, response.status, response.body] : [null, null, null];
+}
+
 export interface Advance {
   /** The phase or step that just finished: the new recovery point. */
   readonly name: string;
@@ -77,9 +82,7 @@ export async function commitPhase(tx: Executor, t: Tables, own: Ownership, adv: 
     adv.attempt,
     adv.state,
     adv.leaseMs,
-    adv.response?.outcome ?? null,
-    adv.response?.status ?? null,
-    adv.response?.body ?? null,
+    ...completionArgs(adv.response),
   ]);
   return rows[0]?.ok === true;
 }
@@ -148,9 +151,7 @@ export async function recordStepResult(
     adv.name,
     adv.state,
     adv.leaseMs,
-    adv.response?.outcome ?? null,
-    adv.response?.status ?? null,
-    adv.response?.body ?? null,
+    ...completionArgs(adv.response),
   ]);
   return rows[0]?.ok === true;
 }

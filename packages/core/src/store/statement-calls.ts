@@ -149,7 +149,7 @@ export class StatementCalls {
     if (this.#named === undefined && !db.isTransaction) await this.#readDriver(db);
     if (!this.#named) {
       const rows = await run<R>(db, text.text, args);
-      await this.#statistics?.noteCall(db);
+      if (this.#statistics) await this.#statistics.noteCall(db);
       return rows;
     }
     try {

@@ -111,7 +111,7 @@ export class Telemetry {
 
   constructor(logger: Logger) {
     this.#logger = logger;
-    this.#api = process.env.NOOTEL ? null : loadOtel();
+    this.#api = loadOtel();
   }
 
   #metrics(): Instruments | null {

@@ -22,7 +22,15 @@ export { deriveStepKey } from "./keys/derived-key.js";
 export { MAX_KEY_BYTES } from "./keys/key-validation.js";
 export type { PreparedStatementsOptions } from "./prepared-statements.js";
 export { withPreparedStatements } from "./prepared-statements.js";
-export type { AdminApi, ListOutboxOptions, OutboxEntry, WorkflowStats } from "./runtime/admin-api.js";
+export type { Worker } from "./runtime/background/interval-loop.js";
+export type { NotificationSource } from "./runtime/background/notifications.js";
+export type {
+  DeliveryContext,
+  DeliveryHandler,
+  OutboxMessage,
+  Relay,
+  RelayOptions,
+} from "./runtime/background/relay.js";
 export type {
   Engine,
   EngineOptions,
@@ -37,8 +45,11 @@ export type {
   WorkerOptions,
 } from "./runtime/engine.js";
 export { createEngine } from "./runtime/engine.js";
-export type { NotificationSource } from "./runtime/notifications.js";
-export type { CancelOptions, ForgetOptions, OperatorVerbs } from "./runtime/operator-verbs.js";
+export type { RunResult } from "./runtime/execution/run-result.js";
+export type { StepFailure } from "./runtime/execution/step-failure.js";
+export { stepFailureOf } from "./runtime/execution/step-failure.js";
+export type { AdminApi, ListOutboxOptions, OutboxEntry, WorkflowStats } from "./runtime/operator/admin-api.js";
+export type { CancelOptions, ForgetOptions, OperatorVerbs } from "./runtime/operator/operator-verbs.js";
 export type {
   HistoryEntry,
   KeyPage,
@@ -47,12 +58,7 @@ export type {
   RunRecord,
   RunStatus,
   WaitingFor,
-} from "./runtime/records.js";
-export type { DeliveryContext, DeliveryHandler, OutboxMessage, Relay, RelayOptions } from "./runtime/relay.js";
-export type { RunResult } from "./runtime/run-result.js";
-export type { StepFailure } from "./runtime/step-failure.js";
-export { stepFailureOf } from "./runtime/step-failure.js";
-export type { Worker } from "./runtime/worker.js";
+} from "./runtime/operator/records.js";
 export type { LogFields, Logger } from "./telemetry/logger.js";
 export type { StateUpdate, WorkflowBuilder } from "./workflow/builder.js";
 export { workflow } from "./workflow/builder.js";

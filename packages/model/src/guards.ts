@@ -258,13 +258,13 @@ export const GUARDS: readonly GuardRow[] = [
   },
   {
     transition: "resume after the recovery point",
-    file: "runtime/executor.ts",
+    file: "runtime/execution/executor.ts",
     fn: "resumeIndex",
     patterns: ["return idx + 1;"],
   },
   {
     transition: "derived key (step)",
-    file: "runtime/executor.ts",
+    file: "runtime/execution/executor.ts",
     fn: "runStep",
     patterns: ["deriveStepKey(plan.own.tenantId, plan.own.key, plan.def.name, item.name)"],
   },

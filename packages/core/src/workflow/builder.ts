@@ -2,7 +2,7 @@ import type { z } from "zod";
 import { InvalidOptionError, WorkflowDefinitionError } from "../errors.js";
 import type { JsonValue } from "../json/json-value.js";
 import { hasLoneSurrogate } from "../json/json-value.js";
-import { intOption, MAX_TIMER_MS } from "../runtime/option-checks.js";
+import { intOption, MAX_TIMER_MS } from "../options/option-checks.js";
 import type { PhaseContext, ResponseSpec, RunInfo, StepContext } from "./context.js";
 import type {
   Definition,

@@ -13,8 +13,8 @@
  */
 import type { DatabaseConnection, Dialect, Driver, QueryResult } from "kysely";
 import { CompiledQuery, Kysely, SingleConnectionProvider, Transaction } from "kysely";
-import type { Executor } from "../store/run-store.js";
-import { isSingleBackend } from "../store/single-backend.js";
+import type { Executor } from "../../store/run-store.js";
+import { isSingleBackend } from "../../store/single-backend.js";
 
 /** What the phase's body gets. */
 export interface PhaseTransaction {

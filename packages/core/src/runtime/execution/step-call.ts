@@ -3,9 +3,9 @@
  * backoff and full jitter (the AWS Architecture Blog's "Exponential Backoff
  * and Jitter") for the errors the step marks retryable.
  */
-import type { RunControl, RunInfo, StepContext } from "../workflow/context.js";
-import type { Item } from "../workflow/definition.js";
-import { FailSignal, RejectSignal } from "./signals.js";
+import type { RunControl, RunInfo, StepContext } from "../../workflow/context.js";
+import type { Item } from "../../workflow/definition.js";
+import { FailSignal, RejectSignal } from "./control-flow.js";
 import type { StepFailure } from "./step-failure.js";
 import { markStepFailure } from "./step-failure.js";
 

@@ -4,13 +4,13 @@
  * `store/transitions.ts`; this layer checks the arguments, and when the
  * guard refuses, reads the record once to say why (absent, or which state).
  */
-import { InputValidationError, RunNotFoundError, RunStateError } from "../errors.js";
-import { toJsonValue } from "../json/json-value.js";
-import { assertValidKey } from "../keys/key-validation.js";
-import type { RecordRow } from "../store/operations.js";
-import { selectHistory, selectRecord } from "../store/operations.js";
-import type { Executor, Tables } from "../store/run-store.js";
-import { cancelRun, deleteRun, releaseLease, rewindRun, unparkRun } from "../store/transitions.js";
+import { InputValidationError, RunNotFoundError, RunStateError } from "../../errors.js";
+import { toJsonValue } from "../../json/json-value.js";
+import { assertValidKey } from "../../keys/key-validation.js";
+import type { RecordRow } from "../../store/operations.js";
+import { selectHistory, selectRecord } from "../../store/operations.js";
+import type { Executor, Tables } from "../../store/run-store.js";
+import { cancelRun, deleteRun, releaseLease, rewindRun, unparkRun } from "../../store/transitions.js";
 import type { RunRecord } from "./records.js";
 import { toRecord } from "./records.js";
 

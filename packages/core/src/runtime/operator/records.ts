@@ -1,11 +1,11 @@
 /** The shapes the operations API returns (used by the CLI and by tests). */
-import { InputValidationError } from "../errors.js";
-import type { JsonValue } from "../json/json-value.js";
-import { hasLoneSurrogate } from "../json/json-value.js";
-import type { HistoryRow, RecordRow } from "../store/operations.js";
-import type { RunOutcome, RunStatus } from "../store/run-store.js";
+import { InputValidationError } from "../../errors.js";
+import type { JsonValue } from "../../json/json-value.js";
+import { hasLoneSurrogate } from "../../json/json-value.js";
+import type { HistoryRow, RecordRow } from "../../store/operations.js";
+import type { RunOutcome, RunStatus } from "../../store/run-store.js";
 
-export type { RunOutcome, RunStatus } from "../store/run-store.js";
+export type { RunOutcome, RunStatus } from "../../store/run-store.js";
 
 /** One phase or step entry in a run's history, oldest first. */
 export interface HistoryEntry {

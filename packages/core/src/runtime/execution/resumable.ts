@@ -1,6 +1,6 @@
-import { WorkflowDefinitionError } from "../errors.js";
-import type { TakenRun } from "../store/run-store.js";
-import type { Definition } from "../workflow/definition.js";
+import { WorkflowDefinitionError } from "../../errors.js";
+import type { TakenRun } from "../../store/run-store.js";
+import type { Definition } from "../../workflow/definition.js";
 
 /**
  * True when `def` can finish a run that stopped at its recovery point: the

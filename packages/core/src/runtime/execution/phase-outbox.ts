@@ -1,12 +1,12 @@
-import { LeaseLostError, UnstorableValueError, WorkflowUsageError } from "../errors.js";
-import { newId } from "../ids.js";
-import { toJsonValue } from "../json/json-value.js";
-import { deriveDeliveryKey } from "../keys/derived-key.js";
-import { assertValidKey } from "../keys/key-validation.js";
-import { insertMessage } from "../store/outbox.js";
-import type { Executor } from "../store/run-store.js";
-import type { Outbox } from "../workflow/context.js";
-import type { ExecutorDeps, Plan } from "./executor.js";
+import { LeaseLostError, UnstorableValueError, WorkflowUsageError } from "../../errors.js";
+import { newId } from "../../ids.js";
+import { toJsonValue } from "../../json/json-value.js";
+import { deriveDeliveryKey } from "../../keys/derived-key.js";
+import { assertValidKey } from "../../keys/key-validation.js";
+import { insertMessage } from "../../store/outbox.js";
+import type { Executor } from "../../store/run-store.js";
+import type { Outbox } from "../../workflow/context.js";
+import type { ExecutorDeps, Plan } from "./plan.js";
 
 /** The outbox handle of one phase transaction; positions count from 0 on every try. */
 export function phaseOutbox(deps: ExecutorDeps, plan: Plan, phase: string, tx: Executor): Outbox {

@@ -1,4 +1,4 @@
-import type { JsonValue } from "../json/json-value.js";
+import type { JsonValue } from "../../json/json-value.js";
 
 /**
  * What `runOnce` returns. `replayed` is true when the response came from the

@@ -6,17 +6,17 @@
  * succeeded but before marking the row redelivers it, with the same
  * delivery key, once its claim expires.
  */
-import type { JsonValue } from "../json/json-value.js";
-import type { ClaimedMessage } from "../store/outbox.js";
-import { claimDue, markDelivered, markFailed, OUTBOX_CHANNEL } from "../store/outbox.js";
-import type { Executor, Tables } from "../store/run-store.js";
-import type { Telemetry } from "../telemetry/telemetry.js";
-import { keyHash } from "../telemetry/telemetry.js";
-import type { FaultHook } from "./hooks.js";
+import type { JsonValue } from "../../json/json-value.js";
+import { intOption, MAX_TIMER_MS } from "../../options/option-checks.js";
+import type { ClaimedMessage } from "../../store/outbox.js";
+import { claimDue, markDelivered, markFailed, OUTBOX_CHANNEL } from "../../store/outbox.js";
+import type { Executor, Tables } from "../../store/run-store.js";
+import type { Telemetry } from "../../telemetry/telemetry.js";
+import { keyHash } from "../../telemetry/telemetry.js";
+import { CrashSignal } from "../execution/control-flow.js";
+import type { FaultHook } from "../execution/hooks.js";
 import type { NotificationSource } from "./notifications.js";
 import { subscribe } from "./notifications.js";
-import { intOption, MAX_TIMER_MS } from "./option-checks.js";
-import { CrashSignal } from "./signals.js";
 import { WakeUp } from "./wake-up.js";
 
 /** One outbox message as a handler sees it. */

@@ -3,9 +3,9 @@
  * without holding a pooled connection: a timer, cut short by the completion
  * NOTIFY of the run waited for when the engine has a listening connection.
  */
-import { completionTag, DONE_CHANNEL } from "../store/notify-channels.js";
-import type { NotificationSource } from "./notifications.js";
-import { subscribe } from "./notifications.js";
+import { completionTag, DONE_CHANNEL } from "../../store/notify-channels.js";
+import type { NotificationSource } from "../background/notifications.js";
+import { subscribe } from "../background/notifications.js";
 
 /** One caller's watch on one run: pause until woken or the time passed. */
 export interface Watch {

@@ -1,9 +1,9 @@
 /** The operator half of the engine (used by the `idempo` CLI): stats, outbox, migrations. */
-import { InputValidationError } from "../errors.js";
-import { assertValidKey } from "../keys/key-validation.js";
-import { requeueMessage, selectOutbox, selectStats } from "../store/admin.js";
-import { pendingMigrations } from "../store/migrate.js";
-import type { Executor, RunStatus, Tables } from "../store/run-store.js";
+import { InputValidationError } from "../../errors.js";
+import { assertValidKey } from "../../keys/key-validation.js";
+import { requeueMessage, selectOutbox, selectStats } from "../../store/admin.js";
+import { pendingMigrations } from "../../store/migrate.js";
+import type { Executor, RunStatus, Tables } from "../../store/run-store.js";
 
 /** Record counts of one workflow and status. */
 export interface WorkflowStats {

@@ -13,10 +13,10 @@ import {
   UnstorableValueError,
   WorkflowDefinitionError,
   WorkflowUsageError,
-} from "../errors.js";
-import type { JsonObject, JsonValue } from "../json/json-value.js";
-import { deriveStepKey } from "../keys/derived-key.js";
-import type { Advance } from "../store/progress.js";
+} from "../../errors.js";
+import type { JsonObject, JsonValue } from "../../json/json-value.js";
+import { deriveStepKey } from "../../keys/derived-key.js";
+import type { Advance } from "../../store/progress.js";
 import {
   commitPhase,
   completeRun,
@@ -26,55 +26,26 @@ import {
   recordStepStarted,
   renewLease,
   stillOwns,
-} from "../store/progress.js";
-import type { Executor, Ownership, StoredResponse, Tables } from "../store/run-store.js";
-import { advancePastWait, checkSignalOrSuspend, lockOwnRun, suspendForSleep } from "../store/suspension.js";
-import { swapTraceParent } from "../store/trace.js";
-import { giveUpOwnLease, parkOwnRun } from "../store/transitions.js";
-import type { SpanScope, Telemetry } from "../telemetry/telemetry.js";
-import { keyHash } from "../telemetry/telemetry.js";
-import type { RunInfo, TimeoutContext } from "../workflow/context.js";
-import type { Definition, Item } from "../workflow/definition.js";
+} from "../../store/progress.js";
+import type { Executor, StoredResponse } from "../../store/run-store.js";
+import { advancePastWait, checkSignalOrSuspend, lockOwnRun, suspendForSleep } from "../../store/suspension.js";
+import { swapTraceParent } from "../../store/trace.js";
+import { giveUpOwnLease, parkOwnRun } from "../../store/transitions.js";
+import type { SpanScope, Telemetry } from "../../telemetry/telemetry.js";
+import { keyHash } from "../../telemetry/telemetry.js";
+import type { RunInfo, TimeoutContext } from "../../workflow/context.js";
+import type { Definition, Item } from "../../workflow/definition.js";
+import { CrashSignal, FailSignal, RejectSignal } from "./control-flow.js";
 import { isConnectionLoss, isTransient } from "./db-errors.js";
-import type { FaultHook } from "./hooks.js";
 import type { LeaseOps } from "./lease-keeper.js";
 import { LeaseKeeper } from "./lease-keeper.js";
 import { phaseOutbox } from "./phase-outbox.js";
 import { inPhaseTransaction } from "./phase-transaction.js";
+import type { ExecutorDeps, Plan } from "./plan.js";
 import type { RunResult } from "./run-result.js";
-import { CrashSignal, FailSignal, RejectSignal } from "./signals.js";
 import { callStep } from "./step-call.js";
 import { stepFailureOf } from "./step-failure.js";
 import { bodyText, checkStatus, mergeState, parseSignalPayload } from "./values.js";
-
-/** Everything an attempt needs to run from its recovery point. */
-export interface Plan {
-  readonly def: Definition;
-  readonly own: Ownership;
-  readonly attempt: number;
-  readonly input: unknown;
-  readonly state: JsonObject;
-  readonly recoveryPoint: string | null;
-  readonly leaseMs: number;
-  /** The span of the runOnce call (or resume) this attempt runs in. */
-  readonly span: SpanScope;
-  /** The attempt bound: past it the attempt gives the key up and its signal aborts. */
-  readonly attemptTimeoutMs: number;
-}
-
-export interface ExecutorDeps {
-  /** The engine's own statements: the application's Kysely without its plugins. */
-  readonly db: Executor & { transaction: Executor["transaction"] };
-  /** The application's Kysely as given, plugins included: what a phase's `tx` is made from. */
-  readonly phaseDb: Executor & { transaction: Executor["transaction"] };
-  readonly tables: Tables;
-  /** Fixed heartbeat interval; `undefined` = a third of the run's lease. */
-  readonly heartbeatMs: number | undefined;
-  readonly hook: FaultHook | undefined;
-  readonly telemetry: Telemetry;
-  /** Test hook: no renewals at all (a zombie in the making). */
-  readonly silentHeartbeat: boolean;
-}
 
 /** Transient conflicts are retried up to this many tries... */
 const PHASE_TRIES = 20;

@@ -4,8 +4,8 @@
  * NOTIFY, a freed slot, the next known wake-up time or the poll interval.
  * Taking and executing a run is the engine's; this file only schedules.
  */
-import type { DueRun } from "../store/due-runs.js";
-import { DUE_CHANNEL } from "../store/notify-channels.js";
+import type { DueRun } from "../../store/due-runs.js";
+import { DUE_CHANNEL } from "../../store/notify-channels.js";
 import type { NotificationSource } from "./notifications.js";
 import { subscribe } from "./notifications.js";
 import { WakeUp } from "./wake-up.js";

@@ -5,11 +5,11 @@
  */
 import { createHash } from "node:crypto";
 import type { z } from "zod";
-import { InputValidationError, UnstorableValueError, WorkflowDefinitionError } from "../errors.js";
-import type { JsonObject, JsonValue } from "../json/json-value.js";
-import { toJsonValue } from "../json/json-value.js";
-import { schemaIssue } from "../json/schema-issue.js";
-import type { Definition, Item } from "../workflow/definition.js";
+import { InputValidationError, UnstorableValueError, WorkflowDefinitionError } from "../../errors.js";
+import type { JsonObject, JsonValue } from "../../json/json-value.js";
+import { toJsonValue } from "../../json/json-value.js";
+import { schemaIssue } from "../../json/schema-issue.js";
+import type { Definition, Item } from "../../workflow/definition.js";
 
 const DATE_SETTERS = Object.getOwnPropertyNames(Date.prototype).filter((name) => name.startsWith("set"));
 

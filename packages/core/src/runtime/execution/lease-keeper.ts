@@ -1,4 +1,4 @@
-import type { IdempoError } from "../errors.js";
+import type { IdempoError } from "../../errors.js";
 
 /** What a keeper does against the database: renew, or end its own lease when the attempt bound passes. */
 export interface LeaseOps {

@@ -22,7 +22,8 @@ export { deriveStepKey } from "./keys/derived-key.js";
 export { MAX_KEY_BYTES } from "./keys/key-validation.js";
 export type { PreparedStatementsOptions } from "./prepared-statements.js";
 export { withPreparedStatements } from "./prepared-statements.js";
-export type { Worker } from "./runtime/background/interval-loop.js";
+export type { EnqueueRequest, EnqueueResult } from "./runtime/admission/enqueue.js";
+export type { RunOnceRequest } from "./runtime/admission/run-once.js";
 export type { NotificationSource } from "./runtime/background/notifications.js";
 export type {
   DeliveryContext,
@@ -31,20 +32,12 @@ export type {
   Relay,
   RelayOptions,
 } from "./runtime/background/relay.js";
-export type {
-  Engine,
-  EngineOptions,
-  EnqueueRequest,
-  EnqueueResult,
-  ResumeReport,
-  ResumeStaleOptions,
-  RunOnceRequest,
-  SignalResult,
-  SweepOptions,
-  WaitOptions,
-  WorkerOptions,
-} from "./runtime/engine.js";
+export type { ResumeReport, ResumeStaleOptions } from "./runtime/background/resume-stale.js";
+export type { SweepOptions } from "./runtime/background/sweep.js";
+export type { Worker, WorkerOptions } from "./runtime/background/worker.js";
+export type { Engine } from "./runtime/engine.js";
 export { createEngine } from "./runtime/engine.js";
+export type { EngineOptions } from "./runtime/engine-options.js";
 export type { RunResult } from "./runtime/execution/run-result.js";
 export type { StepFailure } from "./runtime/execution/step-failure.js";
 export { stepFailureOf } from "./runtime/execution/step-failure.js";
@@ -59,6 +52,8 @@ export type {
   RunStatus,
   WaitingFor,
 } from "./runtime/operator/records.js";
+export type { SignalResult } from "./runtime/signal-delivery/signal-acceptance.js";
+export type { WaitOptions } from "./runtime/signal-delivery/wait-for-completion.js";
 export type { LogFields, Logger } from "./telemetry/logger.js";
 export type { StateUpdate, WorkflowBuilder } from "./workflow/builder.js";
 export { workflow } from "./workflow/builder.js";

@@ -29,3 +29,14 @@ export function assertValidKey(value: unknown, what: string): asserts value is s
   if (value.trim().length === 0) throw new InvalidIdempotencyKeyError(`${what} must not be only whitespace`);
   if (hasLoneSurrogate(value)) throw new InvalidIdempotencyKeyError(`${what} holds a lone UTF-16 surrogate`);
 }
+
+/**
+ * Check the pair that names a run, tenant id first: what every engine call
+ * taking `(tenantId, key)` checks before any SQL.
+ *
+ * @throws InvalidIdempotencyKeyError as {@link assertValidKey}, naming "tenant id" or "idempotency key".
+ */
+export function assertValidRunKey(tenantId: unknown, key: unknown): asserts tenantId is string {
+  assertValidKey(tenantId, "tenant id");
+  assertValidKey(key, "idempotency key");
+}

@@ -1,13 +1,9 @@
 /**
  * Range checks for every duration and count option, with one wording:
  * "<where>: <option> must be an integer from <min> to <max>, got <value>".
- * Durations that end up in a timer are capped at Node's limit, because a
- * longer setTimeout or setInterval fires after 1 ms instead.
+ * Durations that end up in a timer are capped at Node's limit (see `limits.ts`).
  */
 import { InvalidOptionError } from "../errors.js";
-
-/** Node's timer limit in ms (2^31 - 1). */
-export const MAX_TIMER_MS = 2_147_483_647;
 
 function show(value: unknown): string {
   return typeof value === "number" || typeof value === "bigint"

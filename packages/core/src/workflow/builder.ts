@@ -2,7 +2,8 @@ import type { z } from "zod";
 import { InvalidOptionError, WorkflowDefinitionError } from "../errors.js";
 import type { JsonValue } from "../json/json-value.js";
 import { hasLoneSurrogate } from "../json/json-value.js";
-import { intOption, MAX_TIMER_MS } from "../options/option-checks.js";
+import { MAX_STORED_MS, MAX_TIMER_MS } from "../options/limits.js";
+import { intOption } from "../options/option-checks.js";
 import type { PhaseContext, ResponseSpec, RunInfo, StepContext } from "./context.js";
 import type {
   Definition,
@@ -41,9 +42,6 @@ function checkItemOptions(where: string, options: unknown): void {
     throw new InvalidOptionError("options", `${where}: options must be an object, got ${String(options)}`);
   }
 }
-
-/** Longest sleep or wait: 100 years in ms (the DB clock arithmetic stays far from overflow). */
-const MAX_SLEEP_MS = 100 * 365 * 24 * 60 * 60 * 1000;
 
 function checkName(what: string, name: unknown): asserts name is string {
   if (
@@ -219,7 +217,7 @@ export class WorkflowBuilder<DB, In, I, S> {
    * @throws InvalidOptionError when a fixed `ms` is out of range (a computed one that is out of range parks the run).
    */
   sleep(name: string, ms: SleepDuration<I, S>): WorkflowBuilder<DB, In, I, S> {
-    if (typeof ms !== "function") intOption(`workflow '${this.#name}', sleep '${name}'`, "ms", ms, 0, MAX_SLEEP_MS);
+    if (typeof ms !== "function") intOption(`workflow '${this.#name}', sleep '${name}'`, "ms", ms, 0, MAX_STORED_MS);
     return this.#add(Object.freeze({ kind: "sleep", name, duration: ms }) as Item);
   }
 
@@ -240,7 +238,7 @@ export class WorkflowBuilder<DB, In, I, S> {
   ): WorkflowBuilder<DB, In, I, Merge<S, { [K in N]: P | T }>> {
     const where = `workflow '${this.#name}', waitFor '${name}'`;
     checkItemOptions(where, options);
-    intOption(where, "timeoutMs", options.timeoutMs, 0, MAX_SLEEP_MS);
+    intOption(where, "timeoutMs", options.timeoutMs, 0, MAX_STORED_MS);
     if (options.onTimeout !== undefined && typeof options.onTimeout !== "function") {
       throw new InvalidOptionError("onTimeout", `${where}: onTimeout must be a function`);
     }
@@ -348,7 +346,7 @@ export function workflow<DB = unknown>(
   intOption(where, "attemptTimeoutMs", options.attemptTimeoutMs, 1, MAX_TIMER_MS);
   intOption(where, "leaseMs", options.leaseMs, 1, MAX_TIMER_MS);
   intOption(where, "lockTimeoutMs", options.lockTimeoutMs, 1, MAX_TIMER_MS);
-  intOption(where, "retentionMs", options.retentionMs, 1, 100 * 365 * 24 * 60 * 60 * 1000);
+  intOption(where, "retentionMs", options.retentionMs, 1, MAX_STORED_MS);
   if (options.onUnknownError !== undefined && !["retry", "store"].includes(options.onUnknownError)) {
     throw new WorkflowDefinitionError(`workflow '${name}': onUnknownError must be 'retry' or 'store'`);
   }

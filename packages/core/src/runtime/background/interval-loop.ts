@@ -4,13 +4,11 @@
  * `stop()` waits for the tick in progress.
  */
 
-/** A running background worker. */
-export interface Worker {
-  /** Stop scheduling ticks and wait for the one in progress (runs it owns finish). */
-  stop(): Promise<void>;
-}
-
-export function startLoop(intervalMs: number, tick: () => Promise<void>, onError: (error: unknown) => void): Worker {
+export function startLoop(
+  intervalMs: number,
+  tick: () => Promise<void>,
+  onError: (error: unknown) => void,
+): { stop(): Promise<void> } {
   let stopped = false;
   let timer: NodeJS.Timeout | undefined;
   let running: Promise<void> = Promise.resolve();

@@ -7,7 +7,8 @@
  * delivery key, once its claim expires.
  */
 import type { JsonValue } from "../../json/json-value.js";
-import { intOption, MAX_TIMER_MS } from "../../options/option-checks.js";
+import { MAX_TIMER_MS } from "../../options/limits.js";
+import { intOption } from "../../options/option-checks.js";
 import type { ClaimedMessage } from "../../store/outbox.js";
 import { claimDue, markDelivered, markFailed, OUTBOX_CHANNEL } from "../../store/outbox.js";
 import type { Executor, Tables } from "../../store/run-store.js";

@@ -16,6 +16,7 @@ import {
 } from "../../errors.js";
 import type { JsonObject, JsonValue } from "../../json/json-value.js";
 import { deriveStepKey } from "../../keys/derived-key.js";
+import { MAX_STORED_MS } from "../../options/limits.js";
 import type { Advance } from "../../store/progress.js";
 import {
   commitPhase,
@@ -31,7 +32,7 @@ import type { Executor, StoredResponse } from "../../store/run-store.js";
 import { advancePastWait, checkSignalOrSuspend, lockOwnRun, suspendForSleep } from "../../store/suspension.js";
 import { swapTraceParent } from "../../store/trace.js";
 import { giveUpOwnLease, parkOwnRun } from "../../store/transitions.js";
-import type { SpanScope, Telemetry } from "../../telemetry/telemetry.js";
+import type { SpanScope } from "../../telemetry/telemetry.js";
 import { keyHash } from "../../telemetry/telemetry.js";
 import type { RunInfo, TimeoutContext } from "../../workflow/context.js";
 import type { Definition, Item } from "../../workflow/definition.js";
@@ -525,9 +526,6 @@ async function runStep(
   return advance.response ? { kind: "done", result: resultOf(advance.response, false) } : { kind: "continue", state };
 }
 
-/** Longest sleep: 100 years in ms, as the builder allows for a fixed one. */
-const MAX_SLEEP_MS = 100 * 365 * 24 * 60 * 60 * 1000;
-
 /** The 202 a suspension answers with: the workflow's `accepted` body, or null. */
 async function suspendedResult(plan: Plan, info: RunInfo<unknown, unknown>): Promise<RunResult<unknown>> {
   const accepted = plan.def.accepted;
@@ -550,9 +548,9 @@ async function runSleep(
   const where = `sleep '${item.name}'`;
   const ms =
     typeof item.duration === "function" ? await lease.until(Promise.resolve(item.duration(info))) : item.duration;
-  if (typeof ms !== "number" || !Number.isSafeInteger(ms) || ms < 0 || ms > MAX_SLEEP_MS) {
+  if (typeof ms !== "number" || !Number.isSafeInteger(ms) || ms < 0 || ms > MAX_STORED_MS) {
     throw new UnstorableValueError(where, [
-      { path: "$", message: `must be an integer number of ms from 0 to ${MAX_SLEEP_MS}, got ${String(ms)}` },
+      { path: "$", message: `must be an integer number of ms from 0 to ${MAX_STORED_MS}, got ${String(ms)}` },
     ]);
   }
   const result = await suspendedResult(plan, info);

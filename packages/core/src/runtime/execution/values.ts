@@ -5,6 +5,7 @@
  */
 import { createHash } from "node:crypto";
 import type { z } from "zod";
+import type { InputIssue } from "../../errors.js";
 import { InputValidationError, UnstorableValueError, WorkflowDefinitionError } from "../../errors.js";
 import type { JsonObject, JsonValue } from "../../json/json-value.js";
 import { toJsonValue } from "../../json/json-value.js";
@@ -116,6 +117,27 @@ export async function reparseInput(def: Definition, stored: JsonValue, expectedH
   return parsed;
 }
 
+/** A `.waitFor` item's verdict on a signal payload: the value its schema gave, or the issues it found. */
+export type WaitPayloadCheck =
+  | { readonly ok: true; readonly value: unknown }
+  | { readonly ok: false; readonly issues: InputIssue[]; readonly error: z.ZodError };
+
+/**
+ * Check a signal payload against a `.waitFor` item's schema, the one rule
+ * both the delivery (`engine.signal`) and the wait that merges it apply.
+ * Without a schema the payload is taken as it is.
+ */
+export async function checkWaitPayload(
+  item: Extract<Item, { kind: "wait" }>,
+  payload: JsonValue,
+): Promise<WaitPayloadCheck> {
+  const schema = item.options.schema as z.ZodType | undefined;
+  if (!schema) return { ok: true, value: payload };
+  const parsed = await schema.safeParseAsync(payload);
+  if (parsed.success) return { ok: true, value: parsed.data };
+  return { ok: false, issues: parsed.error.issues.map((issue) => schemaIssue(issue, payload)), error: parsed.error };
+}
+
 /**
  * A signal's payload as a `.waitFor` item merges it: parsed by the item's
  * schema when it has one. A payload the schema refuses (sent through an
@@ -128,14 +150,8 @@ export async function parseSignalPayload(
   payload: JsonValue,
   where: string,
 ): Promise<unknown> {
-  const schema = item.options.schema as z.ZodType | undefined;
-  if (!schema) return payload;
-  const parsed = await schema.safeParseAsync(payload);
-  if (!parsed.success) {
-    throw new UnstorableValueError(
-      `${where} (the stored signal fails the wait's schema)`,
-      parsed.error.issues.map((issue) => schemaIssue(issue, payload)),
-    );
-  }
-  return parsed.data;
+  const checked = await checkWaitPayload(item, payload);
+  if (!checked.ok)
+    throw new UnstorableValueError(`${where} (the stored signal fails the wait's schema)`, checked.issues);
+  return checked.value;
 }

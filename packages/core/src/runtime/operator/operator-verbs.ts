@@ -6,7 +6,7 @@
  */
 import { InputValidationError, RunNotFoundError, RunStateError } from "../../errors.js";
 import { toJsonValue } from "../../json/json-value.js";
-import { assertValidKey } from "../../keys/key-validation.js";
+import { assertValidRunKey } from "../../keys/key-validation.js";
 import type { RecordRow } from "../../store/operations.js";
 import { selectHistory, selectRecord } from "../../store/operations.js";
 import type { Executor, Tables } from "../../store/run-store.js";
@@ -101,8 +101,7 @@ export interface OperatorVerbs {
 }
 
 function checkKey(tenantId: string, key: string): void {
-  assertValidKey(tenantId, "tenant id");
-  assertValidKey(key, "idempotency key");
+  assertValidRunKey(tenantId, key);
 }
 
 /** A sentence for a lease in a refusal: who holds it and for how long. */

@@ -1,0 +1,77 @@
+/**
+ * `engine.enqueue`: admit the request inside the caller's transaction and
+ * create the run suspended and due at once, for a worker (or a `runOnce`
+ * with the same key and payload) to take.
+ */
+import type { Kysely, Transaction } from "kysely";
+import { WorkflowDefinitionError, WorkflowUsageError } from "../../errors.js";
+import { newId } from "../../ids.js";
+import type { EnqueuedRun, EnqueueOutcome } from "../../store/enqueue.js";
+import { enqueueRun, reclaimExpiredForEnqueue } from "../../store/enqueue.js";
+import type { Executor } from "../../store/run-store.js";
+import type { Workflow } from "../../workflow/definition.js";
+import type { EngineContext } from "../engine-context.js";
+import type { FoundKey, KeyLook } from "./admission.js";
+import { admit, checkRequest } from "./admission.js";
+import type { RunOnceRequest } from "./run-once.js";
+
+/** The arguments of one `enqueue` call: the run's key and input, as for `runOnce`. */
+export type EnqueueRequest<In> = Omit<RunOnceRequest<In>, "waitInFlightMs">;
+
+/** What `enqueue` did. */
+export interface EnqueueResult {
+  /**
+   * True when this call created the run (it exists once the caller's
+   * transaction commits); false when the key already names the same
+   * request (in any state): nothing was changed.
+   */
+  readonly created: boolean;
+}
+
+/** Create the run in the caller's transaction; see `Engine.enqueue`. */
+export async function enqueue<DB, In>(
+  ctx: EngineContext,
+  // A Transaction<DB> is a Kysely<DB>, but inferring DB through Kysely<DB> alone fails for a typed transaction.
+  tx: Transaction<DB> | Kysely<DB>,
+  wf: Workflow<In, unknown>,
+  request: EnqueueRequest<In>,
+): Promise<EnqueueResult> {
+  const def = wf?.definition;
+  if (!def?.items) throw new WorkflowDefinitionError("enqueue needs a workflow built with workflow(...).respond(...)");
+  if (typeof (tx as { selectFrom?: unknown } | undefined)?.selectFrom !== "function") {
+    throw new WorkflowUsageError(
+      "enqueue needs the caller's Kysely transaction (or Kysely instance) as its first argument",
+    );
+  }
+  ctx.workflows.rememberCalled(def);
+  const checked = await checkRequest(def, request);
+  const run: EnqueuedRun = {
+    tenantId: checked.tenantId,
+    key: checked.key,
+    runId: newId(),
+    workflow: def.name,
+    outline: def.outline,
+    definitionHash: def.hash,
+    workflowVersion: def.version,
+    fingerprint: checked.fingerprint,
+    input: checked.inputText,
+    parsedInputHash: checked.parsedHash,
+    retentionMs: def.options.retentionMs ?? ctx.retentionMs,
+  };
+  // The caller's transaction, without its plugins (see `createContext`).
+  const on = (tx as unknown as Executor).withoutPlugins();
+  return admit<FoundKey, EnqueueResult>(checked, def.name, {
+    claim: async () => lookOf(await enqueueRun(on, ctx.tables, run)),
+    reclaimExpired: () => reclaimExpiredForEnqueue(on, ctx.tables, run),
+    claimed: async () => ({ created: true }),
+    // The same request, in any state: nothing to change.
+    existing: async () => ({ created: false }),
+    inProgress: async () => {},
+    report: () => {},
+  });
+}
+
+function lookOf(found: EnqueueOutcome): KeyLook<FoundKey> {
+  if (found.kind === "existing") return { kind: "existing", run: found };
+  return found.kind === "created" ? { kind: "claimed" } : found;
+}

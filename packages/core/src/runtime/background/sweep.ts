@@ -1,0 +1,43 @@
+/**
+ * `engine.sweep`: delete completed records past retention, and outbox
+ * messages delivered long ago, in bounded batches (never in-flight records).
+ */
+import { MAX_STORED_MS } from "../../options/limits.js";
+import { intOption } from "../../options/option-checks.js";
+import { sweepBatch, sweepOutboxBatch } from "../../store/maintenance.js";
+import type { EngineContext } from "../engine-context.js";
+
+/** Options of `sweep`. */
+export interface SweepOptions {
+  /** Records per batch, i.e. per short transaction (Default: 500). */
+  batchSize?: number;
+  /** Most batches in one call, per table (Default: 100). */
+  maxBatches?: number;
+  /** Keep delivered outbox messages this long in ms before deleting them (Default: 604 800 000, 7 days). */
+  outboxRetentionMs?: number;
+}
+
+/** Sweep in batches; returns how many key records were deleted. See `Engine.sweep`. */
+export async function sweep(ctx: EngineContext, opts: SweepOptions = {}): Promise<number> {
+  const batchSize = intOption("sweep", "batchSize", opts.batchSize, 1, 100_000, 500);
+  const maxBatches = intOption("sweep", "maxBatches", opts.maxBatches, 1, 1_000_000, 100);
+  const keepOutboxMs = intOption(
+    "sweep",
+    "outboxRetentionMs",
+    opts.outboxRetentionMs,
+    1,
+    MAX_STORED_MS,
+    7 * 24 * 60 * 60 * 1000,
+  );
+  let total = 0;
+  for (let i = 0; i < maxBatches; i++) {
+    const n = await sweepBatch(ctx.db, ctx.tables, batchSize);
+    total += n;
+    ctx.telemetry.count("sweepDeleted", { "idempo.table": "runs" }, n);
+    if (n < batchSize) break;
+  }
+  for (let i = 0; i < maxBatches; i++) {
+    if ((await sweepOutboxBatch(ctx.db, ctx.tables, batchSize, keepOutboxMs)) < batchSize) break;
+  }
+  return total;
+}

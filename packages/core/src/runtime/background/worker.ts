@@ -1,0 +1,145 @@
+/**
+ * `engine.startWorker`: the due-run loop (enqueued runs, woken sleeps,
+ * signalled or timed-out waits) and a maintenance loop (resumeStale, sweep)
+ * over the given workflows, stopped together.
+ */
+import { InvalidOptionError } from "../../errors.js";
+import { newId } from "../../ids.js";
+import { MAX_TIMER_MS } from "../../options/limits.js";
+import { intOption } from "../../options/option-checks.js";
+import { msUntilNextWake, selectDueRuns, takeDueRun } from "../../store/due-runs.js";
+import { keyHash } from "../../telemetry/telemetry.js";
+import type { Definition } from "../../workflow/definition.js";
+import { deployedByName } from "../../workflow/versions.js";
+import type { EngineContext } from "../engine-context.js";
+import { leaseFor, runAttributes } from "../engine-context.js";
+import { resumeTaken } from "../execution/resume.js";
+import { startDueLoop } from "./due-loop.js";
+import { startLoop } from "./interval-loop.js";
+import type { NotificationSource } from "./notifications.js";
+import type { ResumeStaleOptions } from "./resume-stale.js";
+import { resumeStale } from "./resume-stale.js";
+import { sweep } from "./sweep.js";
+
+/** A running background worker. */
+export interface Worker {
+  /** Stop scheduling ticks and wait for the one in progress (runs it owns finish). */
+  stop(): Promise<void>;
+}
+
+/** Options of `startWorker`. */
+export interface WorkerOptions extends ResumeStaleOptions {
+  /**
+   * Pause between maintenance rounds (resumeStale, sweep) in ms, and the
+   * longest a worker goes without looking for due runs when nothing wakes
+   * it (Default: 5 000).
+   */
+  intervalMs?: number;
+  /** Due runs this worker executes at once, 1-1 000 (Default: 10). */
+  concurrency?: number;
+  /**
+   * Most runs of one workflow this worker executes at once, by workflow
+   * name (Default: no limit beyond `concurrency`). A limit per worker: with
+   * N workers a workflow may run N times its limit.
+   */
+  workflowConcurrency?: Readonly<Record<string, number>>;
+  /**
+   * A connection to LISTEN on, so the worker wakes the moment a run is
+   * enqueued or signalled: a dedicated, connected `pg.Client`, or a PGlite
+   * instance, one per worker (Default: poll only; polling is the guarantee).
+   */
+  listen?: NotificationSource;
+  /** Also sweep expired records each round (Default: true). */
+  sweep?: boolean;
+  /** Called with errors of a round; the loop goes on (Default: ignore). */
+  onError?: (error: unknown) => void;
+}
+
+/** Start a worker; see `Engine.startWorker`. */
+export function startWorker(ctx: EngineContext, opts: WorkerOptions): Worker {
+  const at = "startWorker";
+  const intervalMs = intOption(at, "intervalMs", opts?.intervalMs, 1, MAX_TIMER_MS, 5_000);
+  const byName = deployedByName(at, opts.workflows);
+  for (const versions of byName.values()) ctx.workflows.remember(versions);
+  intOption(at, "limit", opts.limit, 1, 10_000, 100);
+  const concurrency = intOption(at, "concurrency", opts.concurrency, 1, 1_000, 10);
+  const limits = new Map<string, number>();
+  const perWorkflow = opts.workflowConcurrency ?? {};
+  if (typeof perWorkflow !== "object" || perWorkflow === null || Array.isArray(perWorkflow)) {
+    throw new InvalidOptionError(
+      "workflowConcurrency",
+      `${at}: workflowConcurrency must be an object of limits by workflow name, such as { checkout: 5 }`,
+    );
+  }
+  for (const [name, limit] of Object.entries(perWorkflow)) {
+    if (!byName.has(name)) {
+      throw new InvalidOptionError(
+        "workflowConcurrency",
+        `${at}: workflowConcurrency names '${name}', which is not in workflows`,
+      );
+    }
+    limits.set(name, intOption(at, `workflowConcurrency.${name}`, limit, 1, 1_000, 1));
+  }
+  const onError = opts.onError ?? (() => {});
+  const maintenance = startLoop(
+    intervalMs,
+    async () => {
+      const report = await resumeStale(ctx, opts);
+      for (const f of report.failed) onError(f.error);
+      if (opts.sweep !== false) await sweep(ctx);
+    },
+    onError,
+  );
+  const due = startDueLoop(
+    { workflows: [...byName.keys()], concurrency, limits, pollMs: intervalMs, listen: opts.listen },
+    {
+      select: (workflows, limit) => selectDueRuns(ctx.db, ctx.tables, workflows, limit),
+      nextWakeInMs: (workflows) => msUntilNextWake(ctx.db, ctx.tables, workflows),
+      execute: (r) => executeDue(ctx, byName.get(r.workflow) as readonly Definition[], r.tenantId, r.key),
+      onError,
+    },
+  );
+  return {
+    async stop() {
+      await Promise.all([maintenance.stop(), due.stop()]);
+    },
+  };
+}
+
+/** A worker's execution of one due run: take it (or find another got it) and run it to its next stop. */
+async function executeDue(
+  ctx: EngineContext,
+  deployed: readonly Definition[],
+  tenantId: string,
+  key: string,
+): Promise<void> {
+  const { telemetry } = ctx;
+  const def = deployed[0] as Definition;
+  const runLease = leaseFor(ctx, def);
+  const ownerToken = newId();
+  const attributes = () => runAttributes(def.name, tenantId, key);
+  await telemetry.span(`resume ${def.name}`, "internal", attributes, async (span) => {
+    const taken = await takeDueRun(ctx.db, ctx.tables, {
+      tenantId,
+      key,
+      ownerToken,
+      leaseMs: runLease,
+      fingerprint: null,
+    });
+    if (!taken) return; // another worker or a client retry got it first
+    telemetry.count("claims", { "idempo.workflow": def.name, "idempo.claim.result": "resume" });
+    span.set({ "idempo.claim.result": "resume" });
+    try {
+      const own = { tenantId, key, ownerToken };
+      const result = await resumeTaken(ctx, { deployed, taken, own, leaseMs: runLease, span, how: "due" });
+      span.set({ "idempo.outcome": result.outcome, "idempo.replayed": false });
+    } catch (error) {
+      telemetry.log(
+        "error",
+        { workflow: def.name, tenantId, keyHash: keyHash(tenantId, key), error: String(error) },
+        "idempo: running a due run failed; it stays at its recovery point",
+      );
+      throw error;
+    }
+  });
+}

@@ -1,0 +1,63 @@
+/** The settings `createEngine` takes (checked in `engine-context.ts`). */
+import type { Kysely } from "kysely";
+import type { Logger } from "../telemetry/logger.js";
+import type { Workflow } from "../workflow/definition.js";
+import type { NotificationSource } from "./background/notifications.js";
+
+/** Settings of an engine. */
+export interface EngineOptions<DB> {
+  /** The application's Kysely instance (pg pool or PGlite); idempo's tables live in the same database. */
+  db: Kysely<DB>;
+  /** Postgres schema for idempo's tables (Default: `idempo`). */
+  schema?: string;
+  /** Lease length in ms: how long an attempt may work between renewals before another may take over (Default: 30 000). */
+  leaseMs?: number;
+  /** Heartbeat interval in ms; keep it well under the shortest lease (Default: a third of each run's lease). */
+  heartbeatMs?: number;
+  /** Retention of completed records in ms when a workflow sets none (Default: 86 400 000, 24 h). */
+  retentionMs?: number;
+  /**
+   * Where idempo logs what an operator needs to know (takeovers, lost
+   * leases, relay retries and dead letters, failed resumes), once per event,
+   * with structured fields. pino's call shape: `logger.warn(fields, message)`;
+   * pino and `console` fit as they are. idempo never writes to the console on
+   * its own (Default: no logging).
+   */
+  logger?: Logger;
+  /**
+   * The longest one attempt may hold a key, in ms, when a workflow sets no
+   * `attemptTimeoutMs` (Default: 900 000, 15 min). Past it renewal stops,
+   * the attempt gives the key up and its `signal` aborts; see `WorkflowOptions.attemptTimeoutMs`.
+   */
+  attemptTimeoutMs?: number;
+  /**
+   * A connection to LISTEN on, so `engine.wait` and `runOnce`'s
+   * `waitInFlightMs` wake the moment a run they wait for completes: a
+   * dedicated, connected `pg.Client` (never one from the pool), or a PGlite
+   * instance (Default: poll only; polling is always the guarantee).
+   */
+  listen?: NotificationSource;
+  /**
+   * Workflows this engine may be asked about without being handed them:
+   * `engine.signal` checks a payload against its `.waitFor` schema when it
+   * knows the run's workflow from here, or from an earlier `runOnce`,
+   * `enqueue`, `resumeStale` or `startWorker` of this engine (Default: none).
+   */
+  // biome-ignore lint/suspicious/noExplicitAny: any workflow, whatever its input and body types
+  workflows?: readonly Workflow<any, any>[];
+  /**
+   * Send the engine's hot-path statements (the calls of its statement
+   * functions: claim, takeover, commits, renewal) as prepared statements,
+   * parsed and planned once per connection, when `db` is Kysely's
+   * `PostgresDialect` on node-postgres; other drivers always get plain text
+   * (Default: true). Set false behind a pooler that cannot keep prepared
+   * statements across transactions, such as PgBouncer before 1.21 in
+   * transaction mode (a pool wrapped with `withPreparedStatements` still
+   * names them). The application's own queries are never prepared. A
+   * session that loses them (`DISCARD ALL`, `DEALLOCATE`) turns it off for
+   * the engine: its calls go as text from then on. Kysely's `log` callback
+   * sees a prepared call's `event.query.sql` as an object that reads like
+   * its text (`String(sql)` gives the string itself).
+   */
+  preparedStatements?: boolean;
+}

@@ -1,0 +1,75 @@
+/**
+ * Resuming a run that an attempt took over (an expired lease) or took as due
+ * (a suspended run whose time or signal came): under the deployed version
+ * that fits it, from its recovery point, with its stored input and state.
+ */
+import type { JsonObject, JsonValue } from "../../json/json-value.js";
+import type { TakenRun } from "../../store/run-store.js";
+import type { SpanScope, Telemetry } from "../../telemetry/telemetry.js";
+import { keyHash } from "../../telemetry/telemetry.js";
+import type { Definition } from "../../workflow/definition.js";
+import type { EngineContext } from "../engine-context.js";
+import { execute } from "./executor.js";
+import { pickDefinition } from "./resumable.js";
+import type { RunResult } from "./run-result.js";
+import { deepFreeze, reparseInput } from "./values.js";
+
+/** SPEC: a workflow that sets no `maxAttempts` gets 20. */
+export const DEFAULT_MAX_ATTEMPTS = 20;
+
+/** One taken run to resume. */
+export interface TakenAttempt {
+  /** The deployed versions of the run's workflow, newest first. */
+  readonly deployed: readonly Definition[];
+  readonly taken: TakenRun;
+  readonly own: { readonly tenantId: string; readonly key: string; readonly ownerToken: string };
+  /** The lease the take set, in ms. */
+  readonly leaseMs: number;
+  readonly span: SpanScope;
+  readonly how: "takeover" | "due";
+}
+
+/** Resume a taken run under the deployed version that fits it. */
+export async function resumeTaken(ctx: EngineContext, attempt: TakenAttempt): Promise<RunResult<unknown>> {
+  const { deployed, taken, own, span } = attempt;
+  span.set({ "idempo.attempt": taken.attempt });
+  const def = deployed[0] as Definition;
+  if (attempt.how === "takeover") {
+    ctx.telemetry.log(
+      "info",
+      {
+        workflow: def.name,
+        tenantId: own.tenantId,
+        keyHash: keyHash(own.tenantId, own.key),
+        attempt: taken.attempt,
+        recoveryPoint: taken.recoveryPoint,
+      },
+      "idempo: took over an expired lease; resuming after the recovery point",
+    );
+  }
+  const picked = pickDefinition(deployed, taken);
+  return execute(ctx.executorDeps(), {
+    def: picked,
+    own: { ...own, runId: taken.runId },
+    attempt: taken.attempt,
+    input: await reparseInput(picked, JSON.parse(taken.input) as JsonValue, taken.parsedInputHash),
+    state: deepFreeze(JSON.parse(taken.state) as JsonObject),
+    recoveryPoint: taken.recoveryPoint,
+    leaseMs: attempt.leaseMs,
+    span,
+    attemptTimeoutMs: picked.options.attemptTimeoutMs ?? ctx.attemptTimeoutMs,
+  });
+}
+
+/** A takeover that would have started attempt maxAttempts + 1 parked the run instead: count and log it. */
+export function reportParkedByTakeover(
+  telemetry: Telemetry,
+  run: { workflow: string; tenantId: string; key: string; reason: string },
+): void {
+  telemetry.count("parked", { "idempo.workflow": run.workflow, "idempo.parked.reason": "max_attempts" });
+  telemetry.log(
+    "warn",
+    { workflow: run.workflow, tenantId: run.tenantId, keyHash: keyHash(run.tenantId, run.key), reason: run.reason },
+    "idempo: run parked: it used up its attempts; fix the cause, then unpark it",
+  );
+}

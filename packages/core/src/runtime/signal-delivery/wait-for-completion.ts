@@ -1,0 +1,58 @@
+/** `engine.wait`: poll a run's outcome (woken by its completion NOTIFY) until it completes or the time is up. */
+import { IdempotencyKeyInProgressError, InvalidOptionError, RunNotFoundError, RunParkedError } from "../../errors.js";
+import type { JsonValue } from "../../json/json-value.js";
+import { assertValidRunKey } from "../../keys/key-validation.js";
+import { MAX_TIMER_MS } from "../../options/limits.js";
+import { intOption } from "../../options/option-checks.js";
+import { selectOutcome } from "../../store/operations.js";
+import type { EngineContext } from "../engine-context.js";
+import type { RunResult } from "../execution/run-result.js";
+import { FIRST_PAUSE_MS, MAX_PAUSE_MS } from "./completion-waiter.js";
+
+/** Options of `engine.wait`. */
+export interface WaitOptions {
+  /** The longest to wait, in ms, 0 to 2 147 483 647; then `IdempotencyKeyInProgressError`. */
+  timeoutMs: number;
+}
+
+/** Wait for a run to complete and return its stored response; see `Engine.wait`. */
+export async function waitForCompletion(
+  ctx: EngineContext,
+  tenantId: string,
+  key: string,
+  opts: WaitOptions,
+): Promise<RunResult<unknown>> {
+  assertValidRunKey(tenantId, key);
+  const timeoutMs = intOption("wait", "timeoutMs", opts?.timeoutMs, 0, MAX_TIMER_MS);
+  if (timeoutMs === undefined) throw new InvalidOptionError("timeoutMs", "wait: timeoutMs is required");
+  const deadline = performance.now() + timeoutMs;
+  const watch = ctx.waiter.watch(tenantId, key);
+  let pause = FIRST_PAUSE_MS;
+  try {
+    for (;;) {
+      const row = await selectOutcome(ctx.db, ctx.tables, tenantId, key);
+      if (!row || row.expired) throw new RunNotFoundError(tenantId, key);
+      if (row.status === "completed") {
+        return {
+          status: row.response_status ?? 500,
+          body: JSON.parse(row.response_body ?? "null") as JsonValue,
+          replayed: true,
+          outcome: row.outcome ?? "succeeded",
+        } as RunResult<unknown>;
+      }
+      if (row.status === "parked") throw new RunParkedError(tenantId, key, row.parked_reason ?? "parked");
+      const retryAfterMs =
+        row.status === "in_flight"
+          ? Math.max(0, row.lease_remaining_ms ?? 0)
+          : row.wake_remaining_ms === null
+            ? ctx.leaseMs
+            : Math.max(0, row.wake_remaining_ms);
+      const left = deadline - performance.now();
+      if (left <= 0) throw new IdempotencyKeyInProgressError(tenantId, key, retryAfterMs);
+      await watch.pause(Math.min(left, pause));
+      pause = Math.min(MAX_PAUSE_MS, pause * 2);
+    }
+  } finally {
+    watch.close();
+  }
+}

@@ -264,7 +264,7 @@ export const GUARDS: readonly GuardRow[] = [
   },
   {
     transition: "derived key (step)",
-    file: "runtime/execution/executor.ts",
+    file: "runtime/execution/run-step.ts",
     fn: "runStep",
     patterns: ["deriveStepKey(plan.own.tenantId, plan.own.key, plan.def.name, item.name)"],
   },

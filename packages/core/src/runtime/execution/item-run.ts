@@ -1,0 +1,120 @@
+/**
+ * What the item runners of one attempt share: the named argument each runner
+ * takes (`ItemRun`), what a runner returns (`Outcome`), and the steps every
+ * kind of item ends with (the response, `ctx.fail`, `fail`/`reject` control).
+ */
+import type { JsonObject, JsonValue } from "../../json/json-value.js";
+import { completeRun, recordFailure } from "../../store/progress.js";
+import type { Executor, StoredResponse } from "../../store/run-store.js";
+import type { SpanScope } from "../../telemetry/telemetry.js";
+import type { RunInfo } from "../../workflow/context.js";
+import type { Definition, Item } from "../../workflow/definition.js";
+import { FailSignal, RejectSignal } from "./control-flow.js";
+import type { LeaseKeeper } from "./lease-keeper.js";
+import type { ExecutorDeps, Plan } from "./plan.js";
+import type { RunResult } from "./run-result.js";
+import { bodyText, checkStatus } from "./values.js";
+
+/** What an item left: the run goes on with `state`, or it is done with `result`. */
+export type Outcome = { kind: "continue"; state: JsonObject } | { kind: "done"; result: RunResult<unknown> };
+
+/** The fault hook bound to this attempt. */
+export type Hook = (point: string) => void | Promise<void>;
+
+/** The history entry of a step that started but has not recorded its result. */
+export interface OpenStep {
+  entryId: string | null;
+}
+
+/** What every item runner of one attempt shares. */
+export interface AttemptScope {
+  readonly deps: ExecutorDeps;
+  readonly plan: Plan;
+  readonly lease: LeaseKeeper;
+  /** Absent when no fault hook is attached (production): the points are not even named. */
+  readonly hook: Hook | undefined;
+}
+
+/** One item to run, the argument of each item runner. */
+export interface ItemRun<K extends Item["kind"]> extends AttemptScope {
+  readonly item: Extract<Item, { kind: K }>;
+  /** The run as workflow code sees it before this item. */
+  readonly info: RunInfo<unknown, unknown>;
+  /** The workflow's last item: its commit also stores the response. */
+  readonly last: boolean;
+  readonly openStep: OpenStep;
+  /** The item's span. */
+  readonly span: SpanScope;
+}
+
+/** The run as workflow code sees it, at `state`. */
+export function runInfo(plan: Plan, state: JsonObject): RunInfo<unknown, unknown> {
+  return { input: plan.input, state, key: plan.own.key, tenantId: plan.own.tenantId, attempt: plan.attempt };
+}
+
+/** The response a run stores: `respond`'s, checked and turned into its stored JSON text. */
+export async function respondWith(def: Definition, info: RunInfo<unknown, unknown>): Promise<StoredResponse> {
+  const spec = await def.respond(info);
+  const status = checkStatus(spec?.status, `respond of workflow '${def.name}'`);
+  return { outcome: "succeeded", status, body: bodyText(spec.body, `respond of workflow '${def.name}'`) };
+}
+
+/** What the caller gets: the body through the same JSON round trip a replay uses. */
+export function resultOf(response: StoredResponse, replayed: boolean): RunResult<unknown> {
+  const body = JSON.parse(response.body) as JsonValue;
+  return { status: response.status, body, replayed, outcome: response.outcome } as RunResult<unknown>;
+}
+
+/** A `ctx.fail` to store: the throw, the item's history entry, and the handle to write through. */
+export interface FailureToStore {
+  /** The phase's transaction (its writes commit with the stored response), or the engine's handle. */
+  readonly db: Executor;
+  readonly failure: FailSignal;
+  readonly item: { kind: Item["kind"]; name: string; entryId: string | null };
+}
+
+/**
+ * `ctx.fail`: close the phase's or step's history entry as failed and
+ * complete the run with the stored response, fenced like every write.
+ */
+export async function completeWithFailure(
+  { deps, plan, lease }: AttemptScope,
+  { db, failure, item }: FailureToStore,
+): Promise<Outcome> {
+  const where = `ctx.fail in ${item.kind} '${item.name}'`;
+  const response: StoredResponse = {
+    outcome: "failed",
+    status: checkStatus(failure.status, where),
+    body: bodyText(failure.body, where),
+  };
+  await recordFailure(db, deps.tables, plan.own, {
+    ...item,
+    attempt: plan.attempt,
+    error: `ctx.fail(${response.status})`,
+  });
+  lease.finishing();
+  if (!(await completeRun(db, deps.tables, plan.own, response))) throw lease.lost();
+  return { kind: "done", result: resultOf(response, false) };
+}
+
+/**
+ * `fail` and `reject` throw; they also remember the first call, so workflow
+ * code that catches the throw cannot turn a declined card into a success.
+ */
+export function control() {
+  let signal: FailSignal | RejectSignal | undefined;
+  return {
+    fail(status: number, body: unknown): never {
+      signal ??= new FailSignal(status, body);
+      throw signal;
+    },
+    reject(status: number, body: unknown): never {
+      signal ??= new RejectSignal(status, body);
+      throw signal;
+    },
+    /** Rethrow a fail/reject that user code caught and swallowed. */
+    rethrowCaught(): void {
+      if (signal) throw signal;
+    },
+  };
+}

@@ -1,0 +1,87 @@
+/** The runner of a `.phase` item. */
+import { PhaseConflictError } from "../../errors.js";
+import type { JsonObject } from "../../json/json-value.js";
+import type { Advance } from "../../store/progress.js";
+import { commitPhase } from "../../store/progress.js";
+import { FailSignal } from "./control-flow.js";
+import { isTransient } from "./db-errors.js";
+import type { ItemRun, Outcome } from "./item-run.js";
+import { completeWithFailure, control, respondWith, resultOf, runInfo } from "./item-run.js";
+import { phaseOutbox } from "./phase-outbox.js";
+import { inPhaseTransaction } from "./phase-transaction.js";
+import { mergeState } from "./values.js";
+
+/** Transient conflicts are retried up to this many tries... */
+const PHASE_TRIES = 20;
+/** ...and no longer than this, in ms: on a loaded database five quick tries were not enough. */
+const PHASE_RETRY_BUDGET_MS = 10_000;
+/** SPEC default of `lockTimeoutMs`. */
+const DEFAULT_LOCK_TIMEOUT_MS = 5_000;
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/** A `.phase` item: run its code in one transaction that also commits its recovery point; retry transient conflicts. */
+export async function runPhase(run: ItemRun<"phase">): Promise<Outcome> {
+  const { deps, plan, lease, item, info, last } = run;
+  const where = `phase '${item.name}'`;
+  // An integer checked by the builder: safe to write into the SET statement.
+  const lockTimeout = Math.trunc(plan.def.options.lockTimeoutMs ?? DEFAULT_LOCK_TIMEOUT_MS);
+  const started = Date.now();
+  for (let tries = 1; ; tries++) {
+    try {
+      // Every row-lock wait of this phase is bounded by lock_timeout (a stalled attempt may hold the rows it
+      // needs); the transaction begins, with that setting, on the phase's first statement.
+      const work = inPhaseTransaction(deps.phaseDb, lockTimeout, async ({ tx, committer }): Promise<Outcome> => {
+        let result: unknown;
+        try {
+          const ctl = control();
+          // Spelt out, not spread from `info`: a literal is made many times faster.
+          result = await item.run({
+            input: info.input,
+            state: info.state,
+            key: info.key,
+            tenantId: info.tenantId,
+            attempt: info.attempt,
+            fail: ctl.fail,
+            reject: ctl.reject,
+            tx,
+            outbox: phaseOutbox(deps, plan, item.name, tx),
+          });
+          ctl.rethrowCaught();
+        } catch (error) {
+          if (!(error instanceof FailSignal)) throw error;
+          // Writes the phase made before ctx.fail commit with the stored response.
+          return completeWithFailure(run, {
+            db: tx,
+            failure: error,
+            item: { kind: "phase", name: item.name, entryId: null },
+          });
+        }
+        const state = mergeState(info.state as JsonObject, result, where);
+        const advance: Advance = {
+          name: item.name,
+          attempt: plan.attempt,
+          state: JSON.stringify(state),
+          leaseMs: plan.leaseMs,
+          ...(last ? { response: await respondWith(plan.def, runInfo(plan, state)) } : {}),
+        };
+        if (advance.response) lease.finishing();
+        // A phase that never used tx commits its recovery point alone, in autocommit.
+        if (!(await commitPhase(committer(), deps.tables, plan.own, advance))) throw lease.lost();
+        return advance.response
+          ? { kind: "done", result: resultOf(advance.response, false) }
+          : { kind: "continue", state };
+      });
+      // A phase whose code hangs with its transaction open must not hold the attempt past its bound.
+      return await lease.until(work);
+    } catch (error) {
+      if (!isTransient(error)) throw error;
+      const elapsed = Date.now() - started;
+      if (tries >= PHASE_TRIES || elapsed >= PHASE_RETRY_BUDGET_MS) {
+        throw new PhaseConflictError(item.name, tries, elapsed, error);
+      }
+      // Serialization failure, deadlock or lock timeout: the transaction rolled back whole; try again after a jittered pause.
+      await sleep(Math.random() * Math.min(500, 20 * 2 ** tries));
+    }
+  }
+}

@@ -1,0 +1,92 @@
+/** The runner of a `.step` item: a call to another system, made once per derived key. */
+import type { JsonObject } from "../../json/json-value.js";
+import { deriveStepKey } from "../../keys/derived-key.js";
+import type { Advance } from "../../store/progress.js";
+import { recordStepResult, recordStepStarted } from "../../store/progress.js";
+import type { StoredResponse } from "../../store/run-store.js";
+import { keyHash } from "../../telemetry/telemetry.js";
+import { FailSignal } from "./control-flow.js";
+import type { ItemRun, Outcome } from "./item-run.js";
+import { completeWithFailure, control, respondWith, resultOf, runInfo } from "./item-run.js";
+import { callStep } from "./step-call.js";
+import { mergeState } from "./values.js";
+
+/**
+ * A `.step` item: record its start, reconcile when an earlier attempt may
+ * have called already, call it with its derived key, and record its result.
+ */
+export async function runStep(run: ItemRun<"step">): Promise<Outcome> {
+  const { deps, plan, lease, item, info, last, hook, openStep, span } = run;
+  const where = `step '${item.name}'`;
+  const idempotencyKey = deriveStepKey(plan.own.tenantId, plan.own.key, plan.def.name, item.name);
+  if (span.recording) span.set({ "idempo.step.derived_key.hash": keyHash(plan.own.tenantId, idempotencyKey) });
+  const started = await recordStepStarted(deps.db, deps.tables, plan.own, {
+    name: item.name,
+    attempt: plan.attempt,
+    derivedKey: idempotencyKey,
+  });
+  if (!started) throw lease.lost();
+  openStep.entryId = started.entryId;
+  span.set({ "idempo.step.in_doubt": started.priorStarts > 0 });
+  if (hook) await hook(`before:step:${item.name}`);
+  let result: unknown;
+  let outcome: "succeeded" | "reconciled" = "succeeded";
+  try {
+    const reconcile = item.options.reconcile;
+    if (started.priorStarts > 0 && reconcile) {
+      // In doubt: an earlier attempt may have reached the other system. Ask before calling again.
+      result = await lease.until(Promise.resolve(reconcile({ ...info, idempotencyKey, signal: lease.signal })));
+      if (result !== undefined) outcome = "reconciled";
+    }
+    if (outcome === "succeeded") {
+      const ctl = control();
+      let retries = 0;
+      const onRetry = () => {
+        retries++;
+        span.set({ "idempo.step.retries": retries });
+        deps.telemetry.count("stepRetries", { "idempo.workflow": plan.def.name, "idempo.item": item.name });
+      };
+      result = await lease.until(
+        callStep(item, info, ctl, idempotencyKey, lease, onRetry, {
+          workflow: plan.def.name,
+          step: item.name,
+          tenantId: plan.own.tenantId,
+          key: plan.own.key,
+          attempt: plan.attempt,
+        }),
+      );
+      ctl.rethrowCaught();
+    }
+  } catch (error) {
+    if (!(error instanceof FailSignal)) throw error;
+    openStep.entryId = null;
+    return completeWithFailure(run, {
+      db: deps.db,
+      failure: error,
+      item: { kind: "step", name: item.name, entryId: started.entryId },
+    });
+  }
+  openStep.entryId = null;
+  span.set({ "idempo.step.reconciled": outcome === "reconciled" });
+  if (hook) await hook(`called:step:${item.name}`);
+  const state = mergeState(info.state as JsonObject, result, where);
+  const progress: Advance = {
+    name: item.name,
+    attempt: plan.attempt,
+    state: JSON.stringify(state),
+    leaseMs: plan.leaseMs,
+  };
+  let response: StoredResponse | undefined;
+  try {
+    if (last) response = await respondWith(plan.def, runInfo(plan, state));
+  } catch (error) {
+    // The call happened: keep its result even though respond failed, so a retry does not call again.
+    if (!(await recordStepResult(deps.db, deps.tables, plan.own, started.entryId, outcome, progress)))
+      throw lease.lost();
+    throw error;
+  }
+  const advance: Advance = response ? { ...progress, response } : progress;
+  if (response) lease.finishing();
+  if (!(await recordStepResult(deps.db, deps.tables, plan.own, started.entryId, outcome, advance))) throw lease.lost();
+  return advance.response ? { kind: "done", result: resultOf(advance.response, false) } : { kind: "continue", state };
+}

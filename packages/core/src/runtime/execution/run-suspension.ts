@@ -1,0 +1,124 @@
+/** The runners of the items that suspend a run: `.sleep` and `.waitFor`. */
+import { UnstorableValueError } from "../../errors.js";
+import type { JsonObject, JsonValue } from "../../json/json-value.js";
+import { MAX_STORED_MS } from "../../options/limits.js";
+import type { Advance } from "../../store/progress.js";
+import { completeRun } from "../../store/progress.js";
+import type { Executor, StoredResponse } from "../../store/run-store.js";
+import { advancePastWait, checkSignalOrSuspend, lockOwnRun, suspendForSleep } from "../../store/suspension.js";
+import type { RunInfo, TimeoutContext } from "../../workflow/context.js";
+import { FailSignal } from "./control-flow.js";
+import type { ItemRun, Outcome } from "./item-run.js";
+import { completeWithFailure, control, respondWith, resultOf, runInfo } from "./item-run.js";
+import type { Plan } from "./plan.js";
+import type { RunResult } from "./run-result.js";
+import { bodyText, mergeState, parseSignalPayload } from "./values.js";
+
+/** The 202 a suspension answers with: the workflow's `accepted` body, or null. */
+async function suspendedResult(plan: Plan, info: RunInfo<unknown, unknown>): Promise<RunResult<unknown>> {
+  const accepted = plan.def.accepted;
+  const body = accepted ? JSON.parse(bodyText(await accepted(info), `accepted of workflow '${plan.def.name}'`)) : null;
+  return { status: 202, body: body as JsonValue, replayed: false, outcome: "suspended" };
+}
+
+/**
+ * A `.sleep` item: commit the wake-up time with the item as the recovery
+ * point and suspend. A duration that is not a whole number of ms in range
+ * cannot be stored: the run is parked, as for any value that cannot be stored.
+ */
+export async function runSleep({ deps, plan, lease, item, info }: ItemRun<"sleep">): Promise<Outcome> {
+  const where = `sleep '${item.name}'`;
+  const ms =
+    typeof item.duration === "function" ? await lease.until(Promise.resolve(item.duration(info))) : item.duration;
+  if (typeof ms !== "number" || !Number.isSafeInteger(ms) || ms < 0 || ms > MAX_STORED_MS) {
+    throw new UnstorableValueError(where, [
+      { path: "$", message: `must be an integer number of ms from 0 to ${MAX_STORED_MS}, got ${String(ms)}` },
+    ]);
+  }
+  const result = await suspendedResult(plan, info);
+  lease.finishing();
+  const wakeAt = await suspendForSleep(deps.db, deps.tables, plan.own, { name: item.name, attempt: plan.attempt, ms });
+  if (!wakeAt) throw lease.lost();
+  return { kind: "done", result };
+}
+
+/** The stored answer of a wait that timed out with no `onTimeout` (RFC 9457 problem details). */
+function waitTimeoutResponse(name: string, timeoutMs: number | undefined): StoredResponse {
+  return {
+    outcome: "failed",
+    status: 408,
+    body: JSON.stringify({
+      type: "about:blank",
+      title: "Request Timeout",
+      status: 408,
+      code: "wait_timeout",
+      detail: `no signal '${name}' arrived within ${timeoutMs ?? 0} ms`,
+    }),
+  };
+}
+
+/**
+ * A `.waitFor` item, in one transaction that locks the run's row first (see
+ * `checkSignalOrSuspend` for the race this closes): merge the signal and
+ * move on, or suspend, or, past the deadline, let `onTimeout` decide.
+ */
+export async function runWait(run: ItemRun<"wait">): Promise<Outcome> {
+  const { deps, plan, lease, item, info, last, hook } = run;
+  const where = `waitFor '${item.name}'`;
+  const advanceWith = async (tx: Executor, value: unknown): Promise<Outcome> => {
+    const state = mergeState(info.state as JsonObject, { [item.name]: value === undefined ? null : value }, where);
+    const adv: Advance = {
+      name: item.name,
+      attempt: plan.attempt,
+      state: JSON.stringify(state),
+      leaseMs: plan.leaseMs,
+      ...(last ? { response: await respondWith(plan.def, runInfo(plan, state)) } : {}),
+    };
+    lease.finishing(adv.response !== undefined);
+    if (!(await advancePastWait(tx, deps.tables, plan.own, adv))) throw lease.lost();
+    return adv.response ? { kind: "done", result: resultOf(adv.response, false) } : { kind: "continue", state };
+  };
+  const work = deps.db.transaction().execute(async (tx): Promise<Outcome | "timed_out"> => {
+    if (!(await lockOwnRun(tx, deps.tables, plan.own))) throw lease.lost();
+    if (hook) await hook(`locked:wait:${item.name}`);
+    lease.finishing();
+    const found = await checkSignalOrSuspend(tx, deps.tables, plan.own, {
+      name: item.name,
+      attempt: plan.attempt,
+      timeoutMs: item.options.timeoutMs ?? null,
+    });
+    if (found.kind === "lost") throw lease.lost();
+    // A failing `accepted` rolls the suspension back with it.
+    if (found.kind === "suspended") return { kind: "done", result: await suspendedResult(plan, info) };
+    if (found.kind === "timed_out") return "timed_out";
+    const payload = await parseSignalPayload(item, JSON.parse(found.payload) as JsonValue, where);
+    return advanceWith(tx, payload);
+  });
+  const outcome = await lease.until(work);
+  if (outcome !== "timed_out") return outcome;
+  lease.finishing(false);
+  const onTimeout = item.options.onTimeout;
+  if (!onTimeout) {
+    lease.finishing();
+    const response = waitTimeoutResponse(item.name, item.options.timeoutMs);
+    if (!(await completeRun(deps.db, deps.tables, plan.own, response))) throw lease.lost();
+    return { kind: "done", result: resultOf(response, false) };
+  }
+  const ctl = control();
+  let value: unknown;
+  try {
+    value = await lease.until(
+      // `reject` is not in the type; it is passed for untyped callers, whom it tells what went wrong.
+      Promise.resolve(onTimeout({ ...info, fail: ctl.fail, reject: ctl.reject } as TimeoutContext<unknown, unknown>)),
+    );
+    ctl.rethrowCaught();
+  } catch (error) {
+    if (!(error instanceof FailSignal)) throw error;
+    return completeWithFailure(run, {
+      db: deps.db,
+      failure: error,
+      item: { kind: "wait", name: item.name, entryId: null },
+    });
+  }
+  return advanceWith(deps.db, value);
+}

@@ -21,7 +21,7 @@ import type { CompletionWaiter } from "./signal-delivery/completion-waiter.js";
 import { completionWaiter } from "./signal-delivery/completion-waiter.js";
 
 /** The engine's database handle: a Kysely instance (or transaction) seen through the executor's seam. */
-export type EngineDb = ExecutorDeps["db"];
+type EngineDb = ExecutorDeps["db"];
 
 export interface EngineContext {
   /** The engine's own statements: the application's Kysely without its plugins. */

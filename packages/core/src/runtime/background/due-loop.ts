@@ -7,8 +7,7 @@
 import type { DueRun } from "../../store/due-runs.js";
 import { DUE_CHANNEL } from "../../store/notify-channels.js";
 import type { NotificationSource } from "./notifications.js";
-import { subscribe } from "./notifications.js";
-import { WakeUp } from "./wake-up.js";
+import { PollingLoop } from "./polling-loop.js";
 
 export interface DueLoopOptions {
   readonly workflows: readonly string[];
@@ -35,15 +34,19 @@ const CANDIDATES_PER_SLOT = 8;
 const MEMORY = 10_000;
 
 export function startDueLoop(options: DueLoopOptions, ops: DueLoopOps): { stop(): Promise<void> } {
-  const stopping = new AbortController();
+  const loop = new PollingLoop({
+    concurrency: options.concurrency,
+    pollMs: options.pollMs,
+    listen: options.listen,
+    channel: DUE_CHANNEL,
+    listener: "worker",
+    onError: ops.onError,
+  });
   const running = new Map<string, number>();
   const claiming = new Set<string>();
-  const inFlight = new Set<Promise<void>>();
   /** When this loop last started a run of each tenant (a counter, not a clock). */
   const served = new Map<string, number>();
   let serial = 0;
-  const alarm = new WakeUp(stopping.signal);
-  const wake = () => alarm.wake();
 
   const limitOf = (workflow: string) => options.limits.get(workflow) ?? Number.POSITIVE_INFINITY;
   const idOf = (r: DueRun) => JSON.stringify([r.tenantId, r.key]);
@@ -76,70 +79,37 @@ export function startDueLoop(options: DueLoopOptions, ops: DueLoopOps): { stop()
     running.set(r.workflow, (running.get(r.workflow) ?? 0) + 1);
     if (served.size >= MEMORY) served.clear();
     served.set(r.tenantId, serial++);
-    const slot: Promise<void> = ops
-      .execute(r)
-      .catch(ops.onError)
-      .finally(() => {
-        claiming.delete(id);
-        running.set(r.workflow, (running.get(r.workflow) ?? 1) - 1);
-        inFlight.delete(slot);
-        wake();
-      });
-    inFlight.add(slot);
+    loop.occupy(
+      ops
+        .execute(r)
+        .catch(ops.onError)
+        .finally(() => {
+          claiming.delete(id);
+          running.set(r.workflow, (running.get(r.workflow) ?? 1) - 1);
+        }),
+    );
   }
 
-  async function loop(): Promise<void> {
-    while (!stopping.signal.aborted) {
-      alarm.clear();
-      const free = options.concurrency - inFlight.size;
-      let started = 0;
-      let pause = options.pollMs;
-      if (free > 0) {
-        try {
-          const open = options.workflows.filter((w) => (running.get(w) ?? 0) < limitOf(w));
-          if (open.length > 0) {
-            const candidates = await ops.select(open, Math.min(1_000, free * CANDIDATES_PER_SLOT));
-            for (const r of pick(candidates, free)) {
-              occupy(r);
-              started++;
-            }
-            if (started === 0) {
-              const next = await ops.nextWakeInMs(open);
-              if (next !== null) pause = Math.min(pause, Math.max(1, next));
-            }
-          }
-        } catch (error) {
-          ops.onError(error);
+  loop.start(async (free) => {
+    let started = 0;
+    let pauseMs = options.pollMs;
+    try {
+      const open = options.workflows.filter((w) => (running.get(w) ?? 0) < limitOf(w));
+      if (open.length > 0) {
+        const candidates = await ops.select(open, Math.min(1_000, free * CANDIDATES_PER_SLOT));
+        for (const r of pick(candidates, free)) {
+          occupy(r);
+          started++;
+        }
+        if (started === 0) {
+          const next = await ops.nextWakeInMs(open);
+          if (next !== null) pauseMs = Math.min(pauseMs, Math.max(1, next));
         }
       }
-      if (started === 0 || inFlight.size >= options.concurrency) await alarm.pause(pause);
+    } catch (error) {
+      ops.onError(error);
     }
-    await Promise.all(inFlight);
-  }
-
-  const unsubscribe = options.listen
-    ? subscribe(
-        options.listen,
-        DUE_CHANNEL,
-        wake,
-        (error) => {
-          ops.onError(error);
-          wake();
-        },
-        "worker",
-      )
-    : Promise.resolve(async () => {});
-  const done = unsubscribe.then(loop, (error: unknown) => {
-    ops.onError(error);
-    return loop();
+    return { started, pauseMs };
   });
-
-  return {
-    async stop() {
-      stopping.abort();
-      wake();
-      await done;
-      await (await unsubscribe.catch(() => async () => {}))().catch(ops.onError);
-    },
-  };
+  return loop;
 }

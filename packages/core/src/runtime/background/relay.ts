@@ -17,8 +17,7 @@ import { keyHash } from "../../telemetry/telemetry.js";
 import { CrashSignal } from "../execution/control-flow.js";
 import type { FaultHook } from "../execution/hooks.js";
 import type { NotificationSource } from "./notifications.js";
-import { subscribe } from "./notifications.js";
-import { WakeUp } from "./wake-up.js";
+import { PollingLoop } from "./polling-loop.js";
 
 /** One outbox message as a handler sees it. */
 export interface OutboxMessage {
@@ -94,9 +93,18 @@ export function startRelay(
   const leaseMs = intOption(at, "leaseMs", options.leaseMs, 1, MAX_TIMER_MS, 60_000);
   const pollIntervalMs = intOption(at, "pollIntervalMs", options.pollIntervalMs, 1, MAX_TIMER_MS, 5_000);
   const onError = options.onError ?? (() => {});
-  const stopping = new AbortController();
-  const alarm = new WakeUp(stopping.signal);
-  const wake = () => alarm.wake();
+  const loop = new PollingLoop({
+    concurrency,
+    pollMs: pollIntervalMs,
+    listen: options.listen,
+    channel: OUTBOX_CHANNEL,
+    listener: "outbox relay",
+    onError,
+    onListenError: (error) => {
+      telemetry.log("warn", { error: (error as Error).message }, "idempo: outbox relay lost its LISTEN connection");
+      onError(error);
+    },
+  });
 
   async function deliver(m: ClaimedMessage): Promise<void> {
     const handler = options.handlers[m.topic];
@@ -114,7 +122,7 @@ export function startRelay(
   }
 
   async function attemptDelivery(m: ClaimedMessage, handler: DeliveryHandler): Promise<void> {
-    const signal = AbortSignal.any([stopping.signal, AbortSignal.timeout(leaseMs)]);
+    const signal = AbortSignal.any([loop.stopping, AbortSignal.timeout(leaseMs)]);
     try {
       await handler(
         {
@@ -162,65 +170,28 @@ export function startRelay(
   // A slot frees when its delivery ends or its claim runs out, whichever is
   // first: a handler that hangs and ignores its signal cannot stall the relay
   // (its message is claimable again once the claim expires).
-  const inFlight = new Set<Promise<void>>();
   const occupy = (m: ClaimedMessage) => {
     let expiry: NodeJS.Timeout | undefined;
-    const slot: Promise<void> = Promise.race([
-      deliver(m),
-      new Promise<void>((resolve) => {
-        expiry = setTimeout(resolve, leaseMs);
-        expiry.unref();
-      }),
-    ]).finally(() => {
-      clearTimeout(expiry);
-      inFlight.delete(slot);
-      wake();
-    });
-    inFlight.add(slot);
+    loop.occupy(
+      Promise.race([
+        deliver(m),
+        new Promise<void>((resolve) => {
+          expiry = setTimeout(resolve, leaseMs);
+          expiry.unref();
+        }),
+      ]).finally(() => clearTimeout(expiry)),
+    );
   };
 
-  async function loop(): Promise<void> {
-    while (!stopping.signal.aborted) {
-      alarm.clear();
-      const free = concurrency - inFlight.size;
-      let batch: ClaimedMessage[] = [];
-      if (free > 0) {
-        try {
-          batch = await claimDue(db, tables, topics, free, leaseMs);
-        } catch (error) {
-          onError(error);
-        }
-      }
-      for (const m of batch) occupy(m);
-      if (batch.length === 0 || inFlight.size >= concurrency) await alarm.pause(pollIntervalMs);
+  loop.start(async (free) => {
+    let batch: ClaimedMessage[] = [];
+    try {
+      batch = await claimDue(db, tables, topics, free, leaseMs);
+    } catch (error) {
+      onError(error);
     }
-    await Promise.all(inFlight);
-  }
-
-  const unsubscribe = options.listen
-    ? subscribe(
-        options.listen,
-        OUTBOX_CHANNEL,
-        wake,
-        (error) => {
-          telemetry.log("warn", { error: (error as Error).message }, "idempo: outbox relay lost its LISTEN connection");
-          onError(error);
-          wake();
-        },
-        "outbox relay",
-      )
-    : Promise.resolve(async () => {});
-  const running = unsubscribe.then(loop, (error: unknown) => {
-    onError(error);
-    return loop();
+    for (const m of batch) occupy(m);
+    return { started: batch.length, pauseMs: pollIntervalMs };
   });
-
-  return {
-    async stop() {
-      stopping.abort();
-      wake();
-      await running;
-      await (await unsubscribe.catch(() => async () => {}))().catch(onError);
-    },
-  };
+  return loop;
 }

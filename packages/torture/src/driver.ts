@@ -87,11 +87,11 @@ export async function runTorture(options: TortureOptions): Promise<Report> {
     onFenced: (count) => {
       fencedInBackground += count;
     },
-    onExit: (worker, signal, calls) => {
-      if (!stopping && signal === "SIGKILL") kills++;
+    onExit: (worker, exitSignal, calls) => {
+      if (!stopping && exitSignal === "SIGKILL") kills++;
       // Anything but our own SIGKILL is a crash worth reading about.
       else if (!stopping)
-        log(`worker ${worker.index} exited on its own (${signal ?? `code ${worker.child.exitCode}`})`);
+        log(`worker ${worker.index} exited on its own (${exitSignal ?? `code ${worker.child.exitCode}`})`);
       clients?.onWorkerExit(worker, calls);
     },
     onZombieEvent: (worker, event) => chaos?.onZombieEvent(worker, event),

@@ -16,7 +16,7 @@ export interface FleetOptions {
   readonly onResult: (callId: number, outcomes: readonly ClientOutcome[]) => void;
   readonly onFenced: (count: number) => void;
   /** A worker died; `calls` were outstanding on it. */
-  readonly onExit: (worker: WorkerProcess, signal: NodeJS.Signals | null, calls: readonly number[]) => void;
+  readonly onExit: (worker: WorkerProcess, exitSignal: NodeJS.Signals | null, calls: readonly number[]) => void;
   /** A zombie round's messages: a worker froze itself, a successor waits, the zombie tried its write. */
   readonly onZombieEvent: (worker: WorkerProcess, message: ZombieEvent) => void;
 }
@@ -143,12 +143,12 @@ export class Fleet {
     });
     child.on("error", () => undefined);
     // "close", not "exit": by then every message the worker sent has been delivered.
-    child.once("close", (_code, signal) => {
+    child.once("close", (_code, exitSignal) => {
       worker.state = "dead";
       this.#workers.delete(worker);
       const calls = [...worker.calls];
       worker.calls.clear();
-      this.#options.onExit(worker, signal, calls);
+      this.#options.onExit(worker, exitSignal, calls);
       if (!this.#closing) setTimeout(() => this.#closing || this.#spawn(slot), 100).unref();
     });
   }

@@ -122,7 +122,7 @@ export function startRelay(
   }
 
   async function attemptDelivery(m: ClaimedMessage, handler: DeliveryHandler): Promise<void> {
-    const signal = AbortSignal.any([loop.stopping, AbortSignal.timeout(leaseMs)]);
+    const abort = AbortSignal.any([loop.stopping, AbortSignal.timeout(leaseMs)]);
     try {
       await handler(
         {
@@ -133,7 +133,7 @@ export function startRelay(
           payload: JSON.parse(m.payload) as JsonValue,
           createdAt: m.created_at,
         },
-        { deliveryKey: m.delivery_key, attempt: m.attempts, signal },
+        { deliveryKey: m.delivery_key, attempt: m.attempts, signal: abort },
       );
       await hook()?.(`delivered:outbox:${m.topic}`, { tenantId: m.tenant_id, key: m.key, attempt: m.attempts });
       await markDelivered(db, tables, m);

@@ -1,8 +1,11 @@
 /**
- * Control flow thrown out of user code by `ctx.fail` and `ctx.reject`, and
- * the crash signal of the fault-injection hook. Internal: never exported.
+ * Control flow thrown out of user code by `ctx.fail` and `ctx.reject`
+ * (throws, never exported), and the crash a fault-injection hook throws
+ * (exported to test tooling as `CrashSignal` from `@idempo/core/internal`).
+ * In the code, "signal" alone means a durable signal (`engine.signal`); an
+ * AbortSignal is named `abortSignal` or `abort`, a process signal `exitSignal`.
  */
-export class FailSignal extends Error {
+export class FailThrow extends Error {
   constructor(
     readonly status: number,
     readonly body: unknown,
@@ -11,7 +14,7 @@ export class FailSignal extends Error {
   }
 }
 
-export class RejectSignal extends Error {
+export class RejectThrow extends Error {
   constructor(
     readonly status: number,
     readonly body: unknown,

@@ -22,7 +22,7 @@ import { parkOwnRun } from "../../store/transitions.js";
 import { keyHash } from "../../telemetry/telemetry.js";
 import type { Item } from "../../workflow/definition.js";
 import { AttemptLease } from "./attempt-lease.js";
-import { CrashSignal, RejectSignal } from "./control-flow.js";
+import { CrashSignal, RejectThrow } from "./control-flow.js";
 import { isConnectionLoss } from "./db-errors.js";
 import type { AttemptScope, Hook, OpenStep, Outcome } from "./item-run.js";
 import { respondWith, resultOf, runInfo } from "./item-run.js";
@@ -125,7 +125,7 @@ export async function execute(deps: ExecutorDeps, plan: Plan): Promise<RunResult
   } catch (error) {
     const current = ops.current;
     if (error instanceof CrashSignal) throw error;
-    if (error instanceof RejectSignal) return reject(deps, plan, error, recoveryPoint, current);
+    if (error instanceof RejectThrow) return reject(deps, plan, error, recoveryPoint, current);
     if (error instanceof LeaseLostError || error instanceof AttemptTimeoutError) throw lease.lost();
     if (isConnectionLoss(error)) throw new DatabaseUnavailableError(error);
     if (error instanceof UnstorableValueError) {
@@ -182,7 +182,7 @@ async function recordItemFailure(
 async function reject(
   deps: ExecutorDeps,
   plan: Plan,
-  signal: RejectSignal,
+  rejection: RejectThrow,
   recoveryPoint: string | null,
   current: Item | undefined,
 ): Promise<RunResult<unknown>> {
@@ -201,8 +201,8 @@ async function reject(
         "reject is only allowed before anything commits. Use ctx.fail to store a final response instead",
     );
   }
-  const status = checkStatus(signal.status, `ctx.reject in ${where}`);
-  const body = JSON.parse(bodyText(signal.body, `ctx.reject in ${where}`)) as JsonValue;
+  const status = checkStatus(rejection.status, `ctx.reject in ${where}`);
+  const body = JSON.parse(bodyText(rejection.body, `ctx.reject in ${where}`)) as JsonValue;
   if (!(await deleteClaim(deps.db, deps.tables, plan.own))) {
     throw new LeaseLostError(plan.own.tenantId, plan.own.key, "ctx.reject");
   }

@@ -9,7 +9,7 @@ import type { Executor, StoredResponse } from "../../store/run-store.js";
 import type { SpanScope } from "../../telemetry/telemetry.js";
 import type { RunInfo } from "../../workflow/context.js";
 import type { Definition, Item } from "../../workflow/definition.js";
-import { FailSignal, RejectSignal } from "./control-flow.js";
+import { FailThrow, RejectThrow } from "./control-flow.js";
 import type { LeaseKeeper } from "./lease-keeper.js";
 import type { ExecutorDeps, Plan } from "./plan.js";
 import type { RunResult } from "./run-result.js";
@@ -69,7 +69,7 @@ export function resultOf(response: StoredResponse, replayed: boolean): RunResult
 export interface FailureToStore {
   /** The phase's transaction (its writes commit with the stored response), or the engine's handle. */
   readonly db: Executor;
-  readonly failure: FailSignal;
+  readonly failure: FailThrow;
   readonly item: { kind: Item["kind"]; name: string; entryId: string | null };
 }
 
@@ -102,19 +102,19 @@ export async function completeWithFailure(
  * code that catches the throw cannot turn a declined card into a success.
  */
 export function control() {
-  let signal: FailSignal | RejectSignal | undefined;
+  let thrown: FailThrow | RejectThrow | undefined;
   return {
     fail(status: number, body: unknown): never {
-      signal ??= new FailSignal(status, body);
-      throw signal;
+      thrown ??= new FailThrow(status, body);
+      throw thrown;
     },
     reject(status: number, body: unknown): never {
-      signal ??= new RejectSignal(status, body);
-      throw signal;
+      thrown ??= new RejectThrow(status, body);
+      throw thrown;
     },
     /** Rethrow a fail/reject that user code caught and swallowed. */
     rethrowCaught(): void {
-      if (signal) throw signal;
+      if (thrown) throw thrown;
     },
   };
 }

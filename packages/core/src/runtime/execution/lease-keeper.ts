@@ -16,12 +16,12 @@ export interface LeaseOps {
 
 /**
  * Keeps an attempt's lease alive while it works: renews it on an interval
- * (a fraction of the lease) and aborts `signal` the moment a renewal finds
+ * (a fraction of the lease) and aborts `abortSignal` the moment a renewal finds
  * the owner token gone. Idea as in graphile-worker's and DBOS's heartbeats;
  * the renewal itself is a fenced UPDATE on the database clock.
  *
  * Renewal is bounded: past `boundMs` (the attempt bound) the keeper stops
- * renewing, gives the key up and aborts `signal`, so an attempt that never
+ * renewing, gives the key up and aborts `abortSignal`, so an attempt that never
  * settles cannot hold its key for good.
  *
  * The `AbortSignal` is made when first asked for (a step's context): an
@@ -47,7 +47,7 @@ export class LeaseKeeper {
   }
 
   /** Aborted (with a LeaseLostError or AttemptTimeoutError reason) when the attempt must stop. */
-  get signal(): AbortSignal {
+  get abortSignal(): AbortSignal {
     if (!this.#controller) {
       this.#controller = new AbortController();
       if (this.#reason) this.#controller.abort(this.#reason);
@@ -55,7 +55,7 @@ export class LeaseKeeper {
     return this.#controller.signal;
   }
 
-  /** True once the attempt must stop: `signal` is (or, when made, will be) aborted. */
+  /** True once the attempt must stop: `abortSignal` is (or, when made, will be) aborted. */
   get aborted(): boolean {
     return this.#reason !== undefined;
   }
@@ -119,7 +119,7 @@ export class LeaseKeeper {
     this.#bound = undefined;
   }
 
-  /** Stop the attempt: abort the signal (its listeners run first, as they were added first), then the waits. */
+  /** Stop the attempt: abort `abortSignal` (its listeners run first, as they were added first), then the waits. */
   #abort(reason: IdempoError): void {
     this.#reason = reason;
     this.#controller?.abort(reason);

@@ -3,7 +3,7 @@ import { PhaseConflictError } from "../../errors.js";
 import type { JsonObject } from "../../json/json-value.js";
 import type { Advance } from "../../store/progress.js";
 import { commitPhase } from "../../store/progress.js";
-import { FailSignal } from "./control-flow.js";
+import { FailThrow } from "./control-flow.js";
 import { isTransient } from "./db-errors.js";
 import type { ItemRun, Outcome } from "./item-run.js";
 import { completeWithFailure, control, respondWith, resultOf, runInfo } from "./item-run.js";
@@ -49,7 +49,7 @@ export async function runPhase(run: ItemRun<"phase">): Promise<Outcome> {
           });
           ctl.rethrowCaught();
         } catch (error) {
-          if (!(error instanceof FailSignal)) throw error;
+          if (!(error instanceof FailThrow)) throw error;
           // Writes the phase made before ctx.fail commit with the stored response.
           return completeWithFailure(run, {
             db: tx,

@@ -5,7 +5,7 @@ import type { Advance } from "../../store/progress.js";
 import { recordStepResult, recordStepStarted } from "../../store/progress.js";
 import type { StoredResponse } from "../../store/run-store.js";
 import { keyHash } from "../../telemetry/telemetry.js";
-import { FailSignal } from "./control-flow.js";
+import { FailThrow } from "./control-flow.js";
 import type { ItemRun, Outcome } from "./item-run.js";
 import { completeWithFailure, control, respondWith, resultOf, runInfo } from "./item-run.js";
 import { callStep } from "./step-call.js";
@@ -35,7 +35,7 @@ export async function runStep(run: ItemRun<"step">): Promise<Outcome> {
     const reconcile = item.options.reconcile;
     if (started.priorStarts > 0 && reconcile) {
       // In doubt: an earlier attempt may have reached the other system. Ask before calling again.
-      result = await lease.until(Promise.resolve(reconcile({ ...info, idempotencyKey, signal: lease.signal })));
+      result = await lease.until(Promise.resolve(reconcile({ ...info, idempotencyKey, signal: lease.abortSignal })));
       if (result !== undefined) outcome = "reconciled";
     }
     if (outcome === "succeeded") {
@@ -58,7 +58,7 @@ export async function runStep(run: ItemRun<"step">): Promise<Outcome> {
       ctl.rethrowCaught();
     }
   } catch (error) {
-    if (!(error instanceof FailSignal)) throw error;
+    if (!(error instanceof FailThrow)) throw error;
     openStep.entryId = null;
     return completeWithFailure(run, {
       db: deps.db,

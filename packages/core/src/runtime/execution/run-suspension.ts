@@ -7,7 +7,7 @@ import { completeRun } from "../../store/progress.js";
 import type { Executor, StoredResponse } from "../../store/run-store.js";
 import { advancePastWait, checkSignalOrSuspend, lockOwnRun, suspendForSleep } from "../../store/suspension.js";
 import type { RunInfo, TimeoutContext } from "../../workflow/context.js";
-import { FailSignal } from "./control-flow.js";
+import { FailThrow } from "./control-flow.js";
 import type { ItemRun, Outcome } from "./item-run.js";
 import { completeWithFailure, control, respondWith, resultOf, runInfo } from "./item-run.js";
 import type { Plan } from "./plan.js";
@@ -113,7 +113,7 @@ export async function runWait(run: ItemRun<"wait">): Promise<Outcome> {
     );
     ctl.rethrowCaught();
   } catch (error) {
-    if (!(error instanceof FailSignal)) throw error;
+    if (!(error instanceof FailThrow)) throw error;
     return completeWithFailure(run, {
       db: deps.db,
       failure: error,

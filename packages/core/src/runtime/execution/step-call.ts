@@ -5,30 +5,30 @@
  */
 import type { RunControl, RunInfo, StepContext } from "../../workflow/context.js";
 import type { Item } from "../../workflow/definition.js";
-import { FailSignal, RejectSignal } from "./control-flow.js";
+import { FailThrow, RejectThrow } from "./control-flow.js";
 import type { StepFailure } from "./step-failure.js";
 import { markStepFailure } from "./step-failure.js";
 
 type StepItem = Extract<Item, { kind: "step" }>;
 
-function abortable(ms: number, signal: AbortSignal): Promise<void> {
+function abortable(ms: number, abort: AbortSignal): Promise<void> {
   return new Promise((resolve, reject) => {
-    if (signal.aborted) return reject(signal.reason);
+    if (abort.aborted) return reject(abort.reason);
     const timer = setTimeout(() => {
-      signal.removeEventListener("abort", onAbort);
+      abort.removeEventListener("abort", onAbort);
       resolve();
     }, ms);
     const onAbort = () => {
       clearTimeout(timer);
-      reject(signal.reason);
+      reject(abort.reason);
     };
-    signal.addEventListener("abort", onAbort, { once: true });
+    abort.addEventListener("abort", onAbort, { once: true });
   });
 }
 
-/** What a step call needs of its attempt's lease: the signal that aborts it, made only when asked for. */
+/** What a step call needs of its attempt's lease: the AbortSignal that stops it, made only when asked for. */
 interface LeaseSignal {
-  readonly signal: AbortSignal;
+  readonly abortSignal: AbortSignal;
   readonly aborted: boolean;
 }
 
@@ -48,9 +48,9 @@ export async function callStep(
   const { retries = 0, retryable, backoffMs = 100, maxBackoffMs = 5_000, timeoutMs } = item.options;
   for (let tryNo = 0; ; tryNo++) {
     try {
-      // A step with a timeout gets its own signal, which starts counting now.
+      // A step with a timeout gets its own abort signal, which starts counting now.
       const timed =
-        timeoutMs === undefined ? undefined : AbortSignal.any([lease.signal, AbortSignal.timeout(timeoutMs)]);
+        timeoutMs === undefined ? undefined : AbortSignal.any([lease.abortSignal, AbortSignal.timeout(timeoutMs)]);
       // Spelt out, not spread from `info`: a literal is made many times faster.
       const ctx: StepContext<unknown, unknown> = {
         input: info.input,
@@ -61,14 +61,14 @@ export async function callStep(
         fail: control.fail,
         reject: control.reject,
         idempotencyKey,
-        // Without a timeout, the lease's own signal, made only when the step reads it.
+        // Without a timeout, the lease's own abort signal, made only when the step reads it.
         get signal() {
-          return timed ?? lease.signal;
+          return timed ?? lease.abortSignal;
         },
       };
       return await item.run(ctx);
     } catch (error) {
-      if (error instanceof FailSignal || error instanceof RejectSignal || lease.aborted) throw error;
+      if (error instanceof FailThrow || error instanceof RejectThrow || lease.aborted) throw error;
       // Asked about the last error too: a transient failure that ran out of tries is not a final answer.
       const again = retryable?.(error) === true;
       if (!again || tryNo >= retries) {
@@ -76,7 +76,7 @@ export async function callStep(
         throw error;
       }
       onRetry();
-      await abortable(Math.random() * Math.min(maxBackoffMs, backoffMs * 2 ** tryNo), lease.signal);
+      await abortable(Math.random() * Math.min(maxBackoffMs, backoffMs * 2 ** tryNo), lease.abortSignal);
     }
   }
 }

@@ -123,8 +123,8 @@ export interface WrapSettings {
 const MIB = 1024 * 1024;
 /** A request that takes longer than a minute is almost always a handler that will never answer. */
 const WRAPPED_ATTEMPT_TIMEOUT_MS = 60_000;
-/** Node's timer limit: a longer setTimeout fires at once. */
-const MAX_TIMER_MS = 2_147_483_647;
+/** Node's timer limit in ms, the ceiling `@idempo/core` gives its timer options too: a longer setTimeout fires at once. */
+export const MAX_TIMER_MS = 2_147_483_647;
 
 /**
  * Default largest request body of an idempotent request, in bytes (4 MiB):

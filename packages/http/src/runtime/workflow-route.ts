@@ -15,7 +15,7 @@ import { isIdempoError, problemReply, retryAfterSeconds } from "../problem/probl
 import type { HttpReply } from "../response/reply.js";
 import { jsonReply, REPLAYED_HEADER } from "../response/reply.js";
 import type { IdempotentOptions } from "./options.js";
-import { checkCommon, maxRequestBytes } from "./options.js";
+import { checkCommon, MAX_TIMER_MS, maxRequestBytes } from "./options.js";
 import type { RequestHeaders } from "./trace-context.js";
 import { inRequestTrace } from "./trace-context.js";
 
@@ -90,9 +90,6 @@ export function workflowRoute<Req, In, B>(
   }
   return { engine, workflow: wf, options, maxRequestBytes: maxRequestBytes(options) };
 }
-
-/** Node's timer limit, which `runOnce` also applies to `waitInFlightMs`. */
-const MAX_TIMER_MS = 2_147_483_647;
 
 /**
  * `Retry-After` for a run that just suspended: the time to its wake-up

@@ -1,7 +1,7 @@
 /** The outbox: messages waiting for delivery and dead letters, with a requeue button for each. */
 import type { OutboxEntry } from "@idempo/core";
 import { html } from "hono/html";
-import { iso } from "../format/diagnosis.js";
+import { iso } from "../format/times.js";
 import { badge } from "./layout.js";
 import { outboxRetryPath, runPath } from "./paths.js";
 

@@ -6,9 +6,11 @@
 import type { RunRecord } from "@idempo/core";
 import { html } from "hono/html";
 import type { SuspensionFacts } from "../format/diagnosis.js";
-import { describeRetry, diagnose, iso, signalCall, wakeTime } from "../format/diagnosis.js";
+import { describeRetry, diagnose } from "../format/diagnosis.js";
 import { formatDuration, formatLease } from "../format/duration.js";
 import { waitsForLabel } from "../format/key-table.js";
+import { signalCall } from "../format/signal-call.js";
+import { iso, wakeTime } from "../format/times.js";
 import { badge } from "./layout.js";
 import { actionPath } from "./paths.js";
 import { RUN_ACTIONS } from "./run-actions.js";

@@ -2,9 +2,9 @@
 import type { ListKeysOptions, RunRecord } from "@idempo/core";
 import { html } from "hono/html";
 import type { SuspensionFacts } from "../format/diagnosis.js";
-import { iso } from "../format/diagnosis.js";
 import { formatDuration, formatLease } from "../format/duration.js";
 import { waitsForLabel, wakesLabel } from "../format/key-table.js";
+import { iso } from "../format/times.js";
 import { badge } from "./layout.js";
 import { runPath } from "./paths.js";
 

@@ -6,6 +6,8 @@
  */
 import type { HistoryEntry, RunRecord } from "@idempo/core";
 import { formatDuration, formatLease } from "./duration.js";
+import { signalCall } from "./signal-call.js";
+import { iso, msUntil, wakeLabel, whenLabel } from "./times.js";
 
 /** One item (phase, step, sleep or wait for a signal) of the workflow definition the run started under. */
 export interface Item {
@@ -190,28 +192,6 @@ export function diagnose(record: RunRecord, now: Date, facts: SuspensionFacts = 
   };
 }
 
-/** How long until `date`, on the database clock `now` (negative: that long ago). */
-function msUntil(date: Date, now: Date): number {
-  return date.getTime() - now.getTime();
-}
-
-/** `in 5m at 2026-12-01T10:05:00Z`, or `5m ago at …` for a time passed. */
-function whenLabel(date: Date, now: Date): string {
-  const ms = msUntil(date, now);
-  return ms > 0 ? `in ${formatDuration(ms)} at ${iso(date)}` : `${formatDuration(ms)} ago at ${iso(date)}`;
-}
-
-/** When a suspended run wakes: `in 5m at …`, or `due for 3s, since …` once the time has passed. */
-export function wakeTime(date: Date, now: Date): string {
-  const ms = msUntil(date, now);
-  return ms > 0 ? `in ${formatDuration(ms)} at ${iso(date)}` : `due for ${formatDuration(ms)}, since ${iso(date)}`;
-}
-
-/** {@link wakeTime} as a phrase: `wakes in 5m at …`, or `due for 3s, since …`. */
-export function wakeLabel(date: Date, now: Date): string {
-  return msUntil(date, now) > 0 ? `wakes ${wakeTime(date, now)}` : wakeTime(date, now);
-}
-
 /** The state of a signal wait in words: its timeout, or that it is due and why. */
 function signalWaitState(wakeAt: Date | null, due: boolean, facts: SuspensionFacts, now: Date): string {
   if (facts.signalDelivered === true) return `the signal has arrived${wakeAt ? `, due since ${iso(wakeAt)}` : ""}`;
@@ -348,12 +328,6 @@ export function describeRetry(record: RunRecord, diagnosis: Diagnosis): string {
   }
 }
 
-/** The call that delivers a signal to this run, with its tenant and key quoted as code. */
-export function signalCall(record: RunRecord, name: string): string {
-  const q = (s: string) => JSON.stringify(s);
-  return `engine.signal(${q(record.tenantId)}, ${q(record.key)}, ${q(name)}, payload)`;
-}
-
 /** What follows item `name` in the definition, as `next phase x`, or the response when it is the last. */
 function after(record: RunRecord, name: string | null): string {
   const items = definitionItems(record);
@@ -420,9 +394,4 @@ function takeOver(attempt: number, resumeAfter: string | null, d: Diagnosis): st
     then = `: next ${label(d.next)}`;
   }
   return `take over as attempt ${attempt} and ${from}${then}`;
-}
-
-/** ISO 8601 in UTC without milliseconds: what operators paste into log searches. */
-export function iso(date: Date): string {
-  return `${date.toISOString().slice(0, 19)}Z`;
 }

@@ -2,10 +2,10 @@
 import type { RunRecord } from "@idempo/core";
 import type { Paint } from "./colour.js";
 import type { SuspensionFacts } from "./diagnosis.js";
-import { iso, wakeLabel } from "./diagnosis.js";
 import { formatDuration, formatLease } from "./duration.js";
 import type { Column, Row } from "./table.js";
 import { renderTable } from "./table.js";
+import { iso, wakeLabel } from "./times.js";
 import { visible } from "./visible.js";
 
 /** `stuck`, `in flight`, `parked`, `suspended`, `completed` or `expired` (completed past retention), coloured. */

@@ -1,9 +1,9 @@
 /** Outbox messages as a table and as JSON. */
 import type { OutboxEntry } from "@idempo/core";
 import type { Paint } from "./colour.js";
-import { iso } from "./diagnosis.js";
 import type { Row } from "./table.js";
 import { renderTable } from "./table.js";
+import { iso } from "./times.js";
 import { visible } from "./visible.js";
 
 /** The `--json` shape of one outbox message (times as ISO strings). */

@@ -9,8 +9,9 @@ import * as vega from "vega";
 import type { TopLevelSpec } from "vega-lite";
 import { compile } from "vega-lite";
 import type { Cell } from "./cells.js";
-import type { Extra, Results, ShapeRow, Target } from "./report.js";
+import type { Extra, Results, Target } from "./report.js";
 import { met } from "./report.js";
+import type { ShapeRow } from "./shape-report.js";
 import type { SweepRound } from "./sweeper.js";
 
 export interface RunRecord {

@@ -15,8 +15,6 @@
  * finish once the chaos is over.
  */
 import type { ChildProcess } from "node:child_process";
-import { fork } from "node:child_process";
-import { fileURLToPath } from "node:url";
 import type { Engine } from "@idempo/core";
 import { createEngine, IdempotencyKeyInProgressError, IdempotencyKeyMismatchError } from "@idempo/core";
 import { sql } from "kysely";
@@ -27,6 +25,7 @@ import { installSchema, kyselyOn, openPool } from "../database.ts";
 import { Random } from "../random.ts";
 import { confirmationWorkflow } from "../workflows/confirmation.ts";
 import { logEffect } from "../workflows/effects.ts";
+import { exited, spawnWorker } from "./durable-workers.ts";
 
 /** How big a durable run is; every number bounds work, none is a duration budget. */
 export interface DurableOptions {
@@ -102,8 +101,6 @@ export function durableSummaryLine(r: DurableReport): string {
   );
 }
 
-const WORKER_ENTRY = fileURLToPath(new URL("../durable-worker-main.ts", import.meta.url));
-const PACKAGE_DIR = fileURLToPath(new URL("../..", import.meta.url));
 /** The longest the runs may take to finish once the chaos is over: generous, only a hang reaches it. */
 const FINISH_TIMEOUT_MS = 300_000;
 const SIGNAL_CONNECTIONS = 3;
@@ -115,29 +112,6 @@ interface Intent {
   readonly input: { intent: string; sleepMs: number };
   readonly payload: { intent: string; nonce: string };
 }
-
-/** A worker process; resolves `ready` once its worker runs. */
-function spawnWorker(url: string, leaseMs: number): { child: ChildProcess; ready: Promise<void> } {
-  const child = fork(WORKER_ENTRY, [url, String(leaseMs)], {
-    cwd: PACKAGE_DIR,
-    execArgv: ["--import", "tsx", "--conditions=@idempo/source"],
-    stdio: ["ignore", "inherit", "inherit", "ipc"],
-  });
-  const ready = new Promise<void>((resolve, reject) => {
-    child.once("message", () => resolve());
-    child.once("exit", (code, signal) =>
-      reject(new Error(`durable worker exited (${code ?? signal}) before it was ready`)),
-    );
-  });
-  ready.catch(() => undefined);
-  return { child, ready };
-}
-
-const exited = (child: ChildProcess) =>
-  new Promise<void>((resolve) => {
-    if (child.exitCode !== null || child.signalCode !== null) resolve();
-    else child.once("exit", () => resolve());
-  });
 
 /** Run the scenario on a fresh database; the database is dropped afterwards unless a check failed. */
 export async function runDurable(options: DurableOptions): Promise<DurableReport> {

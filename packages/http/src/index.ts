@@ -8,6 +8,7 @@ export { IDEMPOTENCY_KEY_HEADER, parseIdempotencyKey } from "./header/idempotenc
 export {
   IdempotencyKeyMissingError,
   InvalidRequestBodyError,
+  ReplayNotAcceptableError,
   RequestBodyTooLargeError,
   WebhookVerificationError,
 } from "./problem/errors.js";

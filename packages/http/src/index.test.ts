@@ -15,6 +15,7 @@ describe("public API", () => {
       "PROBLEM_CONTENT_TYPE",
       "PROBLEM_TYPE_PREFIX",
       "REPLAYED_HEADER",
+      "ReplayNotAcceptableError",
       "RequestBodyTooLargeError",
       "WebhookVerificationError",
       "parseIdempotencyKey",

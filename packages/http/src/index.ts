@@ -8,6 +8,7 @@ export { IDEMPOTENCY_KEY_HEADER, parseIdempotencyKey } from "./header/idempotenc
 export {
   IdempotencyKeyMissingError,
   InvalidRequestBodyError,
+  ReplayNotAcceptableError,
   RequestBodyTooLargeError,
   WebhookVerificationError,
 } from "./problem/errors.js";
@@ -16,5 +17,12 @@ export { DEFAULT_REPLAY_HEADERS } from "./response/envelope.js";
 export type { HttpReply } from "./response/reply.js";
 export { REPLAYED_HEADER } from "./response/reply.js";
 export type { CommonOptions, IdempotencyOptions, IdempotentOptions, TenantResolver } from "./runtime/options.js";
-export type { VerifiedWebhookEvent, WebhookEvent, WebhookOptions, WebhookSignal } from "./runtime/webhook-route.js";
+export type {
+  UndeliveredReason,
+  UndeliveredSignal,
+  VerifiedWebhookEvent,
+  WebhookEvent,
+  WebhookOptions,
+  WebhookSignal,
+} from "./runtime/webhook-route.js";
 export type { HandlerRun } from "./runtime/wrapped-run.js";

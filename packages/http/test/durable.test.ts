@@ -4,8 +4,8 @@
  * `Retry-After`; retries get 409 with the same hints until the run
  * completes, then its answer and replays. The webhook route verifies a
  * provider's signature over the raw body and turns the event into
- * `engine.signal`: 2xx for a delivered and for a duplicate signal, the
- * problem table for the rest. Real servers on loopback, real PostgreSQL.
+ * `engine.signal`: 2xx for a delivered and for a duplicate signal, and for
+ * one the run will never read; the problem table for the rest. Real servers on loopback, real PostgreSQL.
  */
 import { createHmac, randomUUID, timingSafeEqual } from "node:crypto";
 import http from "node:http";
@@ -17,7 +17,7 @@ import { workflow } from "@idempo/core";
 import express from "express";
 import Fastify from "fastify";
 import { Hono } from "hono";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { z } from "zod";
 import * as ex from "../src/adapters/express.ts";
 import * as fa from "../src/adapters/fastify.ts";
@@ -377,14 +377,24 @@ describe.each(Object.keys(harnesses))("%s", (name) => {
     expect((await deliver(text)).json).toEqual({ received: true, duplicate: false, woke: true });
   });
 
-  it("a signal for a run that completed without it is a 409 run_state", async () => {
+  it("a signal for a run that completed without it is acknowledged as run_ended, so the provider stops retrying", async () => {
     const { key, input } = fresh();
     expect((await post("/expiring", key, input)).status).toBe(202);
     // Its timeout has passed: the retry resumes it, and the wait ends with the stored 408.
     const timedOut = await post("/expiring", key, input);
     expect({ status: timedOut.status, code: problemCode(timedOut) }).toEqual({ status: 408, code: "wait_timeout" });
-    const late = await deliver(confirmation(key, { outcome: "approved" }));
-    expect({ status: late.status, code: problemCode(late) }).toEqual({ status: 409, code: "run_state" });
+    const warn = vi.spyOn(console, "warn").mockImplementation(() => undefined);
+    try {
+      const late = await deliver(confirmation(key, { outcome: "approved" }));
+      expect({ status: late.status, json: late.json }).toEqual({
+        status: 200,
+        json: { received: true, duplicate: false, woke: false, undelivered: "run_ended" },
+      });
+      // No onUndelivered here: the default reports it as a warning.
+      expect(warn).toHaveBeenCalledTimes(1);
+    } finally {
+      warn.mockRestore();
+    }
   });
 });
 

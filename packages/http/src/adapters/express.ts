@@ -143,9 +143,10 @@ export function idempotent<In, B>(
  * A route handler for a provider's webhook: reads the raw body (up to
  * `maxRequestBytes`), lets `verify` check its signature, maps the event to
  * a signal with `signal`, and delivers it with `engine.signal`. Answers 200
- * for a signal delivered now or before (a provider's retry), 401/403 when
- * verification fails, 404/409/422/400 when idempo refuses the signal (see
- * docs/durable.md). Mount it without a JSON parser before it (the
+ * for a signal delivered now or before (a provider's retry) and for one the
+ * run will never read (it ended or expired; reported to `onUndelivered`),
+ * 401/403 when verification fails, 404/409/422/400 when idempo refuses a
+ * signal a retry may still deliver (see docs/durable.md). Mount it without a JSON parser before it (the
  * signature is over the bytes); after `express.raw()` it uses that Buffer.
  *
  * @example

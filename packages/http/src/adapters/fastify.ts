@@ -225,9 +225,10 @@ export interface FastifyWebhookOptions extends WebhookOptions<FastifyRequest> {
  * kept as raw bytes (its own content-type parser, in the plugin's scope
  * only, within `maxRequestBytes`), `verify` checks its signature, `signal`
  * maps the event to a signal, and `engine.signal` delivers it. Answers 200
- * for a signal delivered now or before (a provider's retry), 401/403 when
- * verification fails, 404/409/422/400 when idempo refuses the signal (see
- * docs/durable.md). The idempotency plugin leaves the route alone.
+ * for a signal delivered now or before (a provider's retry) and for one the
+ * run will never read (it ended or expired; reported to `onUndelivered`),
+ * 401/403 when verification fails, 404/409/422/400 when idempo refuses a
+ * signal a retry may still deliver (see docs/durable.md). The idempotency plugin leaves the route alone.
  *
  * @example
  * await app.register(webhook(engine, {

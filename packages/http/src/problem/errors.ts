@@ -64,3 +64,25 @@ export class WebhookVerificationError extends IdempoError {
     );
   }
 }
+
+/**
+ * A stored response cannot be replayed in a content coding the request
+ * accepts (406 `not_acceptable`): its body was stored encoded (say `zstd`
+ * on a Node without a zstd decoder) and the request's `Accept-Encoding`
+ * refuses that coding. Retry accepting the stored coding. Nothing changed;
+ * the record stays as it is.
+ */
+export class ReplayNotAcceptableError extends IdempoError {
+  /** The stored body's content coding(s), e.g. `zstd`. */
+  readonly storedCoding: string;
+  constructor(storedCoding: string, options?: { cause?: unknown }) {
+    super(
+      "not_acceptable",
+      406,
+      `the stored response is encoded as '${storedCoding}', which this request's Accept-Encoding does not accept ` +
+        "and which cannot be decoded here; retry accepting that coding",
+      options,
+    );
+    this.storedCoding = storedCoding;
+  }
+}

@@ -24,6 +24,7 @@ const TITLES: Readonly<Record<string, string>> = {
   invalid_body: "Invalid request body",
   request_too_large: "Request body too large",
   response_too_large: "Response too large to store",
+  not_acceptable: "The stored response is in a coding this request does not accept",
   lease_lost: "The request was taken over by a retry",
   database_unavailable: "Database unavailable",
   run_not_found: "No run with this key",

@@ -35,12 +35,14 @@ describe("response storage: the stored HTTP response", () => {
       "x-request-cost": ["1", "2"],
       "x-secret": "s",
       "content-encoding": "gzip",
+      vary: "Accept-Encoding",
     });
     expect(reply.headers).toEqual({
       "content-type": "application/json",
       location: "/orders/1",
       "x-request-cost": ["1", "2"],
       "content-encoding": "gzip",
+      vary: "Accept-Encoding",
     });
   });
 

@@ -27,11 +27,13 @@ export const DEFAULT_REPLAY_HEADERS: readonly string[] = Object.freeze([
   "content-type",
   "location",
   "content-disposition",
+  "vary",
 ]);
 
 /**
  * Kept whenever present: the stored bytes are encoded with it, so a replay
- * without it would be unreadable.
+ * without it would be unreadable. A replay decodes them for a request that
+ * does not accept the coding (see content-coding.ts).
  */
 const BODY_HEADERS = ["content-encoding"];
 

@@ -39,10 +39,11 @@ export interface IdempotencyOptions<Req> extends CommonOptions<Req> {
   /** Methods the middleware applies to; others pass through untouched (Default: `['POST', 'PATCH']`). */
   methods?: readonly string[];
   /**
-   * Response headers stored and replayed besides `content-type`, `location`
-   * and `content-disposition` (`content-encoding` is always kept with the
-   * body). Case-insensitive. `set-cookie` is never replayed and is refused
-   * here (Default: none).
+   * Response headers stored and replayed besides `content-type`,
+   * `location`, `content-disposition` and `vary` (`content-encoding` is
+   * always kept with the body; a replay decodes the body for a request
+   * whose `Accept-Encoding` refuses it). Case-insensitive. `set-cookie` is
+   * never replayed and is refused here (Default: none).
    */
   replayHeaders?: readonly string[];
   /**

@@ -4,16 +4,22 @@
  * waits for it in a `.waitFor` item. The application verifies the
  * provider's signature over the raw body and maps the event to the run's
  * `{ tenantId, key, name, payload }`; the route answers 2xx for a signal
- * delivered now and for one delivered before (a provider retrying the same
- * event), so the provider stops retrying, and a problem otherwise.
+ * delivered now, and for one no retry could deliver (delivered before, for
+ * a run that ended or expired: see webhook-policy.ts), which it reports
+ * through `onUndelivered`; so the provider stops retrying. A problem
+ * otherwise, and the provider's retry may still be delivered.
  */
-import type { Engine } from "@idempo/core";
+import type { Engine, IdempoError } from "@idempo/core";
 import { WebhookVerificationError } from "../problem/errors.js";
 import { isIdempoError, problemReply } from "../problem/problem.js";
 import { bodyFromBytes } from "../request/body.js";
 import type { HttpReply } from "../response/reply.js";
 import { jsonReply } from "../response/reply.js";
 import { maxRequestBytes } from "./options.js";
+import type { UndeliveredReason } from "./webhook-policy.js";
+import { acknowledgedRefusal } from "./webhook-policy.js";
+
+export type { UndeliveredReason } from "./webhook-policy.js";
 
 /** The signal a webhook delivers: which run, which `.waitFor` item, and the JSON payload merged into its state. */
 export interface WebhookSignal {
@@ -41,6 +47,22 @@ export interface VerifiedWebhookEvent<Req> extends WebhookEvent<Req> {
   readonly body: unknown;
 }
 
+/** A signal the route acknowledged (2xx) without delivering it; see {@link WebhookOptions.onUndelivered}. */
+export interface UndeliveredSignal<Req> {
+  /** Why: `duplicate`, `run_ended` or `run_expired` (see {@link UndeliveredReason}). */
+  readonly reason: UndeliveredReason;
+  /** The signal `signal` mapped the event to. */
+  readonly signal: WebhookSignal;
+  /** The framework's request. */
+  readonly request: Req;
+  /**
+   * The engine's refusal (a `RunStateError` for a run that ended, a
+   * `RunNotFoundError` or `IdempotencyKeyExpiredError` for one past
+   * retention), whose message says what the run did; undefined for a duplicate.
+   */
+  readonly error: IdempoError | undefined;
+}
+
 /** Options of a webhook route. */
 export interface WebhookOptions<Req> {
   /**
@@ -61,6 +83,19 @@ export interface WebhookOptions<Req> {
    * with its status. Required.
    */
   signal: (event: VerifiedWebhookEvent<Req>) => WebhookSignal | null | Promise<WebhookSignal | null>;
+  /**
+   * Called, and awaited, for each signal the route acknowledges (2xx)
+   * without delivering it, so the provider stops retrying: `duplicate` (the
+   * same signal was delivered before; nothing is lost), `run_ended` (the run
+   * had completed: a 3-D Secure confirmation after the timeout voided the
+   * payment, a canceled run; the run never reads this signal, so act on it
+   * here: refund, alert), `run_expired` (the run is past retention). If it
+   * throws, the request is not acknowledged: the error goes to the
+   * framework's error handling (a 500), and the provider's retry calls it
+   * again, so a report written here durably is never lost. (Default: a
+   * `console.warn` line for `run_ended` and `run_expired`; none for duplicates.)
+   */
+  onUndelivered?: (event: UndeliveredSignal<Req>) => void | Promise<void>;
   /**
    * Largest request body read, in bytes; a larger one gets 413
    * `request_too_large` before `verify` runs (Default: 4 194 304, 4 MiB).
@@ -83,7 +118,7 @@ export interface WebhookRequest<Req> {
   rawBody(maxBytes: number): Promise<Buffer>;
 }
 
-/** @throws TypeError on a missing engine, `verify` or `signal`, or a bad `maxRequestBytes`. */
+/** @throws TypeError on a missing engine, `verify` or `signal`, an `onUndelivered` that is not a function, or a bad `maxRequestBytes`. */
 export function webhookRoute<Req>(engine: Engine, options: WebhookOptions<Req>): WebhookRoute<Req> {
   if (typeof engine?.signal !== "function") throw new TypeError("pass the engine made by createEngine({ db })");
   if (typeof options?.verify !== "function") {
@@ -96,7 +131,20 @@ export function webhookRoute<Req>(engine: Engine, options: WebhookOptions<Req>):
       "options.signal is required: a function that maps a verified event to { tenantId, key, name, payload }, or null",
     );
   }
+  if (options.onUndelivered !== undefined && typeof options.onUndelivered !== "function") {
+    throw new TypeError("options.onUndelivered must be a function that records a signal acknowledged without delivery");
+  }
   return { engine, options, maxRequestBytes: maxRequestBytes(options) };
+}
+
+/** What is reported when the application gave no `onUndelivered`: the signals that will never be read. */
+function warnUndelivered(event: UndeliveredSignal<unknown>): void {
+  if (event.reason === "duplicate") return;
+  const { tenantId, key, name } = event.signal;
+  console.warn(
+    `@idempo/http webhook: acknowledged signal '${name}' for idempotency key '${key}' (tenant '${tenantId}') ` +
+      `without delivering it (${event.reason}): ${event.error?.message ?? ""}; pass onUndelivered to act on it`,
+  );
 }
 
 const JSON_TYPE = "application/json; charset=utf-8";
@@ -105,12 +153,15 @@ const JSON_TYPE = "application/json; charset=utf-8";
  * Verify, map and signal one webhook request, and turn the outcome into a
  * reply: 200 `{ received: true, duplicate, woke }` for a signal delivered
  * (`duplicate: true` when the same one was delivered before), 200
+ * `{ received: true, duplicate: false, woke: false, undelivered }` for one
+ * the run will never read (`run_ended`, `run_expired`), 200
  * `{ received: true, ignored: true }` when `signal` returned null, and a
  * problem for a refused one: 401/403 unverified, 413 too large, 400 a body
  * that does not parse or a signal idempo refuses as input, 404 no such
- * run, 409 the run completed before this new signal, 422 a different
- * payload for a signal already delivered, 503 the database failed.
- * Errors that are not idempo's propagate.
+ * run, 409 the run goes on but waits for this signal no more, 422 a
+ * different payload for a signal already delivered, 503 the database
+ * failed. Duplicates and the undelivered are reported to `onUndelivered`
+ * first. Errors that are not idempo's (and the report's) propagate.
  */
 export async function runWebhookRoute<Req>(route: WebhookRoute<Req>, req: WebhookRequest<Req>): Promise<HttpReply> {
   try {
@@ -124,7 +175,19 @@ export async function runWebhookRoute<Req>(route: WebhookRoute<Req>, req: Webhoo
     if (target === null || target === undefined) {
       return jsonReply(200, JSON.stringify({ received: true, ignored: true }), JSON_TYPE);
     }
-    const done = await route.engine.signal(target.tenantId, target.key, target.name, target.payload);
+    const report = (reason: UndeliveredReason, error: IdempoError | undefined) =>
+      (route.options.onUndelivered ?? warnUndelivered)({ reason, signal: target, request: req.request, error });
+    let done: { duplicate: boolean; woke: boolean };
+    try {
+      done = await route.engine.signal(target.tenantId, target.key, target.name, target.payload);
+    } catch (error) {
+      const reason = isIdempoError(error) ? await acknowledgedRefusal(route.engine, target, error) : undefined;
+      if (reason === undefined) throw error;
+      await report(reason, error as IdempoError);
+      const body = { received: true, duplicate: false, woke: false, undelivered: reason };
+      return jsonReply(200, JSON.stringify(body), JSON_TYPE);
+    }
+    if (done.duplicate) await report("duplicate", undefined);
     return jsonReply(200, JSON.stringify({ received: true, duplicate: done.duplicate, woke: done.woke }), JSON_TYPE);
   } catch (error) {
     if (isIdempoError(error)) return problemReply(error);

@@ -20,6 +20,7 @@ import { isIdempoError, problemDocument, problemReply } from "../problem/problem
 import type { BodyFacts } from "../request/body.js";
 import type { RouteFacts } from "../request/route.js";
 import { wrappedInput, wrappedWorkflowName } from "../request/route.js";
+import { replayForEncoding } from "../response/content-coding.js";
 import type { CapturedResponse } from "../response/envelope.js";
 import { loadResponse, storeResponse } from "../response/envelope.js";
 import type { HttpReply } from "../response/reply.js";
@@ -91,9 +92,17 @@ const NO_RESPONSE: CapturedResponse = Object.freeze({
   overflowed: false,
 });
 
-function replayOf(result: RunResult<unknown>): HttpReply {
+/** This attempt's own stored answer as it is; a replay in a content coding the request accepts. */
+async function replayOf(result: RunResult<unknown>, headers: RequestHeaders): Promise<HttpReply> {
   const reply = loadResponse(result.body as JsonValue);
-  return result.replayed ? { ...reply, headers: { ...reply.headers, [REPLAYED_HEADER]: "true" } } : reply;
+  if (!result.replayed) return reply;
+  const fitted = await replayForEncoding(reply, acceptEncodingOf(headers));
+  return { ...fitted, headers: { ...fitted.headers, [REPLAYED_HEADER]: "true" } };
+}
+
+function acceptEncodingOf(headers: RequestHeaders): string | undefined {
+  const value = headers.get("accept-encoding");
+  return Array.isArray(value) ? value.join(", ") : value;
 }
 
 /** Stored instead when a resumed run finds no captured response (cannot happen unless respond was retried alone). */
@@ -171,22 +180,22 @@ async function claim(
     ),
   ]);
   if ("error" in first) throw first.error;
-  if ("result" in first) return { kind: "reply", reply: replayOf(first.result) };
+  if ("result" in first) return { kind: "reply", reply: await replayOf(first.result, req.headers) };
 
   return {
     kind: "execute",
     run: first.run,
     async finish(captured, answered = true) {
       handed.resolve({ captured, answered });
-      let result: RunResult<unknown>;
+      let reply: HttpReply;
       try {
-        result = await running;
+        const result = await running;
+        if (!answered && !captured.overflowed) return { kind: "stored", body: captured.body };
+        reply = await replayOf(result, req.headers);
       } catch (error) {
         if (isIdempoError(error)) return { kind: "problem", reply: problemReply(error) };
         throw error;
       }
-      if (!answered && !captured.overflowed) return { kind: "stored", body: captured.body };
-      const reply = replayOf(result);
       if (captured.overflowed || reply.status !== captured.status) return { kind: "problem", reply };
       // The first caller gets every header the handler set (cookies too) with the stored bytes.
       return { kind: "stored", body: reply.body };

@@ -128,3 +128,51 @@ export function sendH2(baseUrl: string, req: Request): Promise<Sent> {
     stream.end(bytes);
   });
 }
+
+/** Two requests on one kept-alive socket: the second must be answered on the same connection. */
+export async function onOneSocket(url: string, first: Request, second: Request): Promise<[Sent, Sent, boolean]> {
+  const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
+  try {
+    const a = await sendWith(agent, url, first);
+    const b = await sendWith(agent, url, second);
+    return [a.sent, b.sent, b.reused];
+  } finally {
+    agent.destroy();
+  }
+}
+
+function sendWith(agent: http.Agent, baseUrl: string, req: Request): Promise<{ sent: Sent; reused: boolean }> {
+  const url = new URL(req.path, baseUrl);
+  const lines: [string, string][] = [
+    ["Host", url.host],
+    ...(req.headers ?? []).map(([n, v]) => [n, v] as [string, string]),
+  ];
+  const bytes = req.json === undefined ? undefined : Buffer.from(JSON.stringify(req.json), "utf8");
+  if (bytes) lines.push(["Content-Type", "application/json"], ["Content-Length", String(bytes.length)]);
+  return new Promise((resolve, reject) => {
+    const r = http.request(
+      url,
+      { method: "POST", agent, headers: lines.flat() as unknown as http.OutgoingHttpHeaders },
+      (res) => {
+        const chunks: Buffer[] = [];
+        res.on("data", (c: Buffer) => chunks.push(c));
+        res.on("end", () => {
+          const body = Buffer.concat(chunks);
+          let json: unknown;
+          try {
+            json = JSON.parse(body.toString("utf8"));
+          } catch {
+            json = undefined;
+          }
+          resolve({
+            sent: { status: res.statusCode ?? 0, headers: res.headers, body, json, sha256: "", ms: 0 },
+            reused: r.reusedSocket,
+          });
+        });
+        res.on("error", reject);
+      },
+    );
+    r.on("error", reject);
+    r.end(bytes);
+  });
+}

@@ -4,7 +4,7 @@
  */
 import { timingSafeEqual } from "node:crypto";
 import type { JsonValue } from "@idempo/core";
-import { IdempoError } from "@idempo/core";
+import { IdempoError, InvalidOptionError } from "@idempo/core";
 import type { WebhookEvent } from "./event.js";
 import { computeSignature, parseSignatureHeader, SIGNATURE_HEADER } from "./signature.js";
 
@@ -39,10 +39,46 @@ export interface VerifyWebhookOptions {
   signature: string | null | undefined;
   /** The endpoint's secret; several during a rotation (any one may match). */
   secret: string | readonly string[];
-  /** Largest accepted distance between the signed timestamp and now, in seconds (Default: 300). */
+  /**
+   * Largest accepted distance between the signed timestamp and now, in
+   * seconds: an integer from 0 to 86 400 (one day) (Default: 300). Anything
+   * else (`NaN` from an unset environment variable, `Infinity`, a negative
+   * number, a string) is refused, because it would turn the replay window off.
+   */
   toleranceSeconds?: number;
-  /** The receiver's clock (Default: the current time). */
+  /** The receiver's clock: a valid `Date` (Default: the current time). */
   now?: Date;
+}
+
+/** Default replay window, in seconds (as Stripe's libraries use). */
+const DEFAULT_TOLERANCE_S = 300;
+/** A window of more than a day is no replay protection worth the name. */
+const MAX_TOLERANCE_S = 86_400;
+
+function given(value: unknown): string {
+  return typeof value === "string" ? `the string ${JSON.stringify(value)}` : String(value);
+}
+
+/** @throws InvalidOptionError unless `value` is undefined or an integer from 0 to {@link MAX_TOLERANCE_S}. */
+function toleranceOf(value: unknown): number {
+  if (value === undefined) return DEFAULT_TOLERANCE_S;
+  if (typeof value !== "number" || !Number.isInteger(value) || value < 0 || value > MAX_TOLERANCE_S) {
+    throw new InvalidOptionError(
+      "toleranceSeconds",
+      `verifyWebhook: toleranceSeconds must be an integer from 0 to ${MAX_TOLERANCE_S.toLocaleString("en")} ` +
+        `(seconds), got ${given(value)}; a value that is not would turn the replay window off`,
+    );
+  }
+  return value;
+}
+
+/** @throws InvalidOptionError unless `value` is undefined or a valid Date. */
+function nowOf(value: unknown): Date {
+  if (value === undefined) return new Date();
+  if (!(value instanceof Date) || Number.isNaN(value.getTime())) {
+    throw new InvalidOptionError("now", `verifyWebhook: now must be a valid Date, got ${given(value)}`);
+  }
+  return value;
 }
 
 /**
@@ -59,13 +95,15 @@ export interface VerifyWebhookOptions {
  * delivers at least once.
  *
  * @throws WebhookSignatureError (`webhook_signature_invalid`, 400) naming the failed check.
+ * @throws InvalidOptionError (`invalid_option`) for a `toleranceSeconds` or `now` out of range, before any check.
  * @example
  * const event = verifyWebhook({ body: rawBody, signature: req.headers["idempo-signature"], secret });
  */
 export function verifyWebhook(options: VerifyWebhookOptions): WebhookEvent {
   const { body, signature } = options;
   const secrets = typeof options.secret === "string" ? [options.secret] : options.secret;
-  const tolerance = options.toleranceSeconds ?? 300;
+  const tolerance = toleranceOf(options.toleranceSeconds);
+  const now = nowOf(options.now);
   if (secrets.length === 0 || secrets.some((s) => s.length === 0)) {
     throw new TypeError("verifyWebhook needs at least one non-empty secret");
   }
@@ -90,7 +128,7 @@ export function verifyWebhook(options: VerifyWebhookOptions): WebhookEvent {
       "no signature in the header matches the body under the configured secret(s); was the body re-serialised, or the secret rotated?",
     );
   }
-  const nowSeconds = Math.floor((options.now ?? new Date()).getTime() / 1000);
+  const nowSeconds = Math.floor(now.getTime() / 1000);
   if (Math.abs(nowSeconds - parsed.timestamp) > tolerance) {
     throw new WebhookSignatureError(
       "timestamp_out_of_tolerance",

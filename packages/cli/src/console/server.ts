@@ -2,8 +2,31 @@
 import type { Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { serve } from "@hono/node-server";
+import { OperationalError } from "../errors.js";
 import type { ConsoleContext } from "./app.js";
 import { consoleApp } from "./app.js";
+
+/** Why a listen failed, in operator words; undefined for a cause this does not know. */
+const LISTEN_CAUSES: Record<string, (host: string, port: number) => string> = {
+  EADDRINUSE: (host, port) =>
+    `port ${port} on ${host} is taken by another process: stop it, or pass another --port (0 picks a free one)`,
+  EACCES: (host, port) => `not allowed to listen on port ${port} on ${host}: pass a port above 1023 (0 picks a free one)`,
+  EADDRNOTAVAIL: (host) => `cannot listen on ${host}: no network interface of this machine has that address`,
+};
+
+/**
+ * A failed bind as an operational error. The socket error's code (EADDRINUSE
+ * and the like) would otherwise read as a database failure to the command's
+ * error handling, which names the database server.
+ */
+function listenError(error: unknown, host: string, port: number): Error {
+  const code = (error as { code?: unknown } | null)?.code;
+  const cause = typeof code === "string" ? LISTEN_CAUSES[code] : undefined;
+  const message = error instanceof Error ? error.message : String(error);
+  return new OperationalError(cause ? cause(host, port) : `cannot listen on ${host}:${port}: ${message}`, {
+    cause: error,
+  });
+}
 
 /** A running console. */
 export interface ConsoleServer {
@@ -28,6 +51,6 @@ export function startConsole(ctx: ConsoleContext, host: string, port: number): P
           }),
       });
     });
-    server.once("error", reject);
+    server.once("error", (error) => reject(listenError(error, host, port)));
   });
 }

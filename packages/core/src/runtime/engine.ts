@@ -52,6 +52,8 @@ import { decodeCursor, encodeCursor, toRecord } from "./records.js";
 import type { Relay, RelayOptions } from "./relay.js";
 import { startRelay } from "./relay.js";
 import { pickDefinition } from "./resumable.js";
+import type { DueReport, ResumeDueOptions } from "./resume-due.js";
+import { attachDueResumer } from "./resume-due.js";
 import type { RunResult } from "./run-result.js";
 import { deepFreeze, inputToJson, parsedInputHash, parseInput, reparseInput } from "./values.js";
 import type { Worker } from "./worker.js";
@@ -896,21 +898,29 @@ export function createEngine<DB>(options: EngineOptions<DB>): Engine {
     }
   }
 
-  /** A worker's execution of one due run: take it (or find another got it) and run it to its next stop. */
-  async function executeDue(deployed: readonly Definition[], tenantId: string, key: string): Promise<void> {
+  /**
+   * A worker's execution of one due run: take it and run it to its next stop;
+   * null when another worker or a client retry got it first.
+   */
+  async function executeDue(
+    deployed: readonly Definition[],
+    tenantId: string,
+    key: string,
+  ): Promise<RunResult<unknown> | null> {
     const def = deployed[0] as Definition;
     const runLease = def.options.leaseMs ?? leaseMs;
     checkHeartbeat(`workflow '${def.name}'`, heartbeatMs, runLease);
     const ownerToken = newId();
     const attributes = () => runAttributes(def.name, tenantId, key);
-    await telemetry.span(`resume ${def.name}`, "internal", attributes, async (span) => {
+    return telemetry.span(`resume ${def.name}`, "internal", attributes, async (span) => {
       const taken = await takeDueRun(db, tables, { tenantId, key, ownerToken, leaseMs: runLease, fingerprint: null });
-      if (!taken) return; // another worker or a client retry got it first
+      if (!taken) return null; // another worker or a client retry got it first
       telemetry.count("claims", { "idempo.workflow": def.name, "idempo.claim.result": "resume" });
       span.set({ "idempo.claim.result": "resume" });
       try {
         const result = await resume(deployed, taken, { tenantId, key, ownerToken }, runLease, span, "due");
         span.set({ "idempo.outcome": result.outcome, "idempo.replayed": false });
+        return result;
       } catch (error) {
         telemetry.log(
           "error",
@@ -920,6 +930,25 @@ export function createEngine<DB>(options: EngineOptions<DB>): Engine {
         throw error;
       }
     });
+  }
+
+  /** The due runs of these workflows, each executed once, in the order a worker would take them. */
+  async function resumeDue(opts: ResumeDueOptions): Promise<DueReport> {
+    const byName = deployedByName("resumeDue", opts?.workflows);
+    for (const versions of byName.values()) remember(versions);
+    const limit = intOption("resumeDue", "limit", opts.limit, 1, 10_000, 100);
+    const resumed: DueReport["resumed"][number][] = [];
+    const failed: DueReport["failed"][number][] = [];
+    for (const due of await selectDueRuns(db, tables, [...byName.keys()], limit)) {
+      const run = { tenantId: due.tenantId, key: due.key, workflow: due.workflow };
+      try {
+        const result = await executeDue(byName.get(due.workflow) as readonly Definition[], due.tenantId, due.key);
+        if (result) resumed.push({ ...run, status: result.status, outcome: result.outcome });
+      } catch (error) {
+        failed.push({ ...run, error: error instanceof Error ? error : new Error(String(error)) });
+      }
+    }
+    return { resumed, failed };
   }
 
   async function sweep(opts: SweepOptions = {}): Promise<number> {
@@ -995,7 +1024,9 @@ export function createEngine<DB>(options: EngineOptions<DB>): Engine {
         {
           select: (workflows, limit) => selectDueRuns(db, tables, workflows, limit),
           nextWakeInMs: (workflows) => msUntilNextWake(db, tables, workflows),
-          execute: (r) => executeDue(byName.get(r.workflow) as readonly Definition[], r.tenantId, r.key),
+          execute: async (r) => {
+            await executeDue(byName.get(r.workflow) as readonly Definition[], r.tenantId, r.key);
+          },
           onError,
         },
       );
@@ -1038,5 +1069,6 @@ export function createEngine<DB>(options: EngineOptions<DB>): Engine {
       return { items, nextCursor: rows.length === limit && lastRow ? encodeCursor(lastRow) : null };
     },
   };
+  attachDueResumer(engine, resumeDue);
   return Object.freeze(engine);
 }

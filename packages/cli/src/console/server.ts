@@ -10,7 +10,8 @@ import { consoleApp } from "./app.js";
 const LISTEN_CAUSES: Record<string, (host: string, port: number) => string> = {
   EADDRINUSE: (host, port) =>
     `port ${port} on ${host} is taken by another process: stop it, or pass another --port (0 picks a free one)`,
-  EACCES: (host, port) => `not allowed to listen on port ${port} on ${host}: pass a port above 1023 (0 picks a free one)`,
+  EACCES: (host, port) =>
+    `not allowed to listen on port ${port} on ${host}: pass a port above 1023 (0 picks a free one)`,
   EADDRNOTAVAIL: (host) => `cannot listen on ${host}: no network interface of this machine has that address`,
 };
 

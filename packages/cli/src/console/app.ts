@@ -2,18 +2,20 @@
  * The console's routes (Hono). Everything is server-rendered HTML with
  * Hono's `html` template, which escapes every interpolated value: tenant
  * ids, keys, state and error texts are client input and are shown as text.
- * Verbs exist only when the console was started with actions allowed.
+ * Every route sits behind the access guard (host names and the start-up
+ * token); verbs exist only when the console was started with actions allowed.
  */
 import type { Engine, ListKeysOptions, RunRecord } from "@idempo/core";
 import { IdempoError } from "@idempo/core";
 import type { Context } from "hono";
 import { Hono } from "hono";
-import { getCookie, setCookie } from "hono/cookie";
 import { html } from "hono/html";
 import { factsOf } from "../delivered-signals.js";
 import type { SuspensionFacts } from "../format/diagnosis.js";
-import { TOKEN_COOKIE, tokenMatches } from "./auth.js";
+import { tokenMatches } from "./auth.js";
 import { confirmPage } from "./confirm-page.js";
+import type { Access } from "./guard.js";
+import { accessGuard } from "./guard.js";
 import { page, stylesheet } from "./layout.js";
 import { outboxPage } from "./outbox-page.js";
 import { outboxRetryPath, runPath } from "./paths.js";
@@ -32,40 +34,35 @@ export interface ConsoleContext {
    * (see `deliveredSignals`): a due wait's retry merges the signal or times out.
    */
   readonly signals: (records: readonly RunRecord[]) => Promise<ReadonlyMap<string, SuspensionFacts>>;
-  /** The action token; `null` = read-only console (no verbs at all). */
-  readonly token: string | null;
+  /** Whether verbs are offered at all (`--allow-actions`). */
+  readonly actions: boolean;
   /** Where an unexpected error of a request goes (the page itself says only that one happened). */
   readonly report: (error: unknown) => void;
 }
 
 const PAGE_SIZE = 50;
 
-/** The Hono application of the console. */
-export function consoleApp(ctx: ConsoleContext): Hono {
+/** The Hono application of the console, behind `access` (see guard.ts). */
+export function consoleApp(ctx: ConsoleContext, access: Access): Hono {
   const app = new Hono();
-  const actions = ctx.token !== null;
-  /** The token when actions are allowed and this browser holds it. */
-  const heldToken = (c: Context): string | null =>
-    ctx.token !== null && tokenMatches(ctx.token, getCookie(c, TOKEN_COOKIE)) ? ctx.token : null;
-  /** A verb request is allowed when the cookie and the form field both carry the token. */
+  const { actions } = ctx;
+  /**
+   * A verb request is allowed when the form field carries the token too (the
+   * guard has checked the cookie): a form another site posts cannot know it.
+   */
   const mayAct = async (c: Context): Promise<Record<string, string> | null> => {
-    if (heldToken(c) === null || ctx.token === null) return null;
     const form = await c.req.parseBody();
     const fields = Object.fromEntries(
       Object.entries(form).filter((e): e is [string, string] => typeof e[1] === "string"),
     );
-    return tokenMatches(ctx.token, fields.token) ? fields : null;
+    return tokenMatches(access.token, fields.token) ? fields : null;
   };
+
+  app.use(accessGuard(access));
 
   app.get("/assets/console.css", (c) => c.body(stylesheet(), 200, { "content-type": "text/css; charset=utf-8" }));
 
-  app.get("/", (c) => {
-    const presented = c.req.query("token");
-    if (ctx.token !== null && presented !== undefined && tokenMatches(ctx.token, presented)) {
-      setCookie(c, TOKEN_COOKIE, ctx.token, { httpOnly: true, sameSite: "Strict", path: "/" });
-    }
-    return c.redirect("/runs?view=stuck");
-  });
+  app.get("/", (c) => c.redirect("/runs?view=stuck"));
 
   app.get("/runs", async (c) => {
     const viewParam = c.req.query("view") ?? "stuck";
@@ -124,7 +121,7 @@ export function consoleApp(ctx: ConsoleContext): Hono {
             action: path,
             fields: {},
             cancelHref: "/outbox",
-            token: heldToken(c),
+            token: access.token,
           }),
         ),
       );
@@ -154,7 +151,7 @@ export function consoleApp(ctx: ConsoleContext): Hono {
             action: c.req.path,
             fields: item === undefined ? {} : { item },
             cancelHref: runPath(tenant, key),
-            token: action.applies(record) ? heldToken(c) : null,
+            token: action.applies(record) ? access.token : null,
           }),
         ),
       );

@@ -12,7 +12,7 @@ import { leaseLabel, statusLabel, waitsForLabel } from "../format/key-table.js";
 import { keyDetailJson } from "../format/record-json.js";
 import { TABLE_WIDTH } from "../format/table.js";
 import { timelineTable } from "../format/timeline.js";
-import { visible } from "../format/visible.js";
+import { visible, visibleJson } from "../format/visible.js";
 import { wrap } from "../format/wrap.js";
 import type { Io } from "../io.js";
 import { printJson } from "../output.js";
@@ -133,7 +133,7 @@ function render(io: Io, record: RunRecord, d: Diagnosis, now: Date, opts: ShowOp
 }
 
 function indentJson(value: unknown): string {
-  return JSON.stringify(value, null, 2)
+  return visibleJson(value)
     .split("\n")
     .map((l) => `  ${l}`)
     .join("\n");

@@ -1,7 +1,9 @@
 /**
  * The console's routes (Hono). Everything is server-rendered HTML with
  * Hono's `html` template, which escapes every interpolated value: tenant
- * ids, keys, state and error texts are client input and are shown as text.
+ * ids, keys, state and error texts are client input and are shown as text,
+ * and each stored string goes through `visible` (JSON through `visibleJson`)
+ * first, so an invisible or bidirectional character shows as its escape.
  * Every route sits behind the access guard (host names and the start-up
  * token); verbs exist only when the console was started with actions allowed.
  */
@@ -12,6 +14,7 @@ import { Hono } from "hono";
 import { html } from "hono/html";
 import { factsOf } from "../delivered-signals.js";
 import type { SuspensionFacts } from "../format/diagnosis.js";
+import { visible } from "../format/visible.js";
 import { tokenMatches } from "./auth.js";
 import { confirmPage } from "./confirm-page.js";
 import type { Access } from "./guard.js";
@@ -91,11 +94,16 @@ export function consoleApp(ctx: ConsoleContext, access: Access): Hono {
     const { tenant, key } = c.req.param();
     const [record, now] = await Promise.all([ctx.engine.inspect(tenant, key), ctx.clock()]);
     if (!record)
-      return c.html(page("Not found", "", html`<h1>No record</h1><p>No key ${key} in tenant ${tenant}.</p>`), 404);
+      return c.html(
+        page("Not found", "", html`<h1>No record</h1><p>No key ${visible(key)} in tenant ${visible(tenant)}.</p>`),
+        404,
+      );
     const facts = factsOf(await ctx.signals([record]), record);
     const done = c.req.query("done");
     const verb = done ? runAction(done) : undefined;
-    return c.html(page(key, "", runPage(record, now, actions, facts), verb ? `${verb.label}: done.` : undefined));
+    return c.html(
+      page(visible(key), "", runPage(record, now, actions, facts), verb ? `${verb.label}: done.` : undefined),
+    );
   });
 
   app.get("/outbox", async (c) => {
@@ -117,7 +125,9 @@ export function consoleApp(ctx: ConsoleContext, access: Access): Hono {
           "/outbox",
           confirmPage({
             title: "Retry message",
-            question: `Put outbox message ${messageId} of tenant ${tenant} back in line now, with a fresh attempt budget. The relay delivers it again with the same delivery key.`,
+            question: visible(
+              `Put outbox message ${messageId} of tenant ${tenant} back in line now, with a fresh attempt budget. The relay delivers it again with the same delivery key.`,
+            ),
             action: path,
             fields: {},
             cancelHref: "/outbox",
@@ -147,7 +157,7 @@ export function consoleApp(ctx: ConsoleContext, access: Access): Hono {
           "",
           confirmPage({
             title: action.label,
-            question: action.question(record, item),
+            question: visible(action.question(record, item)),
             action: c.req.path,
             fields: item === undefined ? {} : { item },
             cancelHref: runPath(tenant, key),
@@ -175,7 +185,10 @@ export function consoleApp(ctx: ConsoleContext, access: Access): Hono {
 
   app.onError((error, c) => {
     if (error instanceof IdempoError && error.httpStatus < 500) {
-      return c.html(page("Refused", "", html`<h1>Refused</h1><p>${error.message}</p>`), error.httpStatus as 400);
+      return c.html(
+        page("Refused", "", html`<h1>Refused</h1><p>${visible(error.message)}</p>`),
+        error.httpStatus as 400,
+      );
     }
     // Never a stack trace on the page: the operator's terminal has the details.
     ctx.report(error);

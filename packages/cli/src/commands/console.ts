@@ -75,7 +75,9 @@ Examples:
             opts.allowHost,
           );
           if (!LOOPBACK.has(opts.host)) {
-            io.err(`warning: listening on ${opts.host}, not loopback: anyone who reaches it can read every run\n`);
+            io.err(
+              `warning: listening on ${opts.host}, not loopback: the console speaks plain HTTP, so its token crosses the network in the clear\n`,
+            );
           }
           io.out(`idempo console on ${server.url} (${actions ? "actions allowed" : "read-only"})\n`);
           io.out(`open ${server.loginUrl} in your browser: the token in it is what lets a browser in\n`);

@@ -89,13 +89,15 @@ describe.skipIf(!existsSync(CHROMIUM))("idempo console in a browser", () => {
     await Promise.all([browser?.close(), readOnly?.stop(), withActions?.stop()]);
   });
 
-  async function open(path: string, base = readOnly.url): Promise<Page> {
+  /** A new browser page on `path`, logged in to `target` first (it opened the token address). */
+  async function open(path: string, target = readOnly, login = true): Promise<Page> {
     const page = await browser.newPage({ viewport: { width: 1280, height: 900 } });
     page.on("dialog", (d) => {
       alerts.push(d.message());
       void d.dismiss();
     });
-    await page.goto(`${base}${path}`);
+    if (login) await page.goto(target.tokenUrl);
+    await page.goto(`${target.url}${path}`);
     return page;
   }
   async function shot(page: Page, name: string) {
@@ -275,25 +277,29 @@ describe.skipIf(!existsSync(CHROMIUM))("idempo console in a browser", () => {
     await page.close();
   });
 
-  it("refuses an action from a browser that never opened the token address", async () => {
+  it("refuses an action from a browser that never opened the token address, or a form without the token", async () => {
     const owner = (await engine.inspect("globex", "order-2001"))?.ownerToken;
     expect(owner).toEqual(expect.any(String));
-    const page = await open("/actions/release/globex/order-2001", withActions.url);
-    expect(await page.getByText("does not hold the console's action token").count()).toBe(1);
-    expect(await page.locator("form[method=post]").count()).toBe(0);
-    const post = await page.request.post(`${withActions.url}/actions/release/globex/order-2001`, {
+    const stranger = await open("/actions/release/globex/order-2001", withActions, false);
+    expect(await stranger.getByText("Token needed").count()).toBeGreaterThan(0);
+    expect(await stranger.locator("form[method=post]").count()).toBe(0);
+    const post = await stranger.request.post(`${withActions.url}/actions/release/globex/order-2001`, {
       form: { token: "guess" },
     });
-    expect(post.status()).toBe(403);
+    expect(post.status()).toBe(401);
+    await stranger.close();
+    // Logged in, but the form does not carry the token: what a form posted from another site looks like.
+    const page = await open("/runs/globex/order-2001", withActions);
+    const forged = await page.request.post(`${withActions.url}/actions/release/globex/order-2001`, {
+      form: { token: "guess" },
+    });
+    expect(forged.status()).toBe(403);
     expect((await engine.inspect("globex", "order-2001"))?.ownerToken).toBe(owner);
     await page.close();
   });
 
   it("releases a dead owner's lease through the page, and the next retry takes the run over", async () => {
-    const token = withActions.tokenUrl;
-    expect(token).not.toBeNull();
-    const page = await open(new URL(token as string).pathname + new URL(token as string).search, withActions.url);
-    await page.goto(`${withActions.url}/runs/globex/order-2001`);
+    const page = await open("/runs/globex/order-2001", withActions);
     expect(await page.getByTestId("forecast").textContent()).toContain("409 key_in_progress");
     await page.getByRole("button", { name: "Release lease" }).click();
     await shot(page, "confirm-release");
@@ -312,11 +318,7 @@ describe.skipIf(!existsSync(CHROMIUM))("idempo console in a browser", () => {
   });
 
   it("shows parked runs with their reason, and unparks one through the page", async () => {
-    const page = await open(
-      new URL(withActions.tokenUrl as string).pathname + new URL(withActions.tokenUrl as string).search,
-      withActions.url,
-    );
-    await page.goto(`${withActions.url}/runs?view=parked`);
+    const page = await open("/runs?view=parked", withActions);
     const keys = await page.locator("tbody tr").evaluateAll((rows) => rows.map((r) => r.getAttribute("data-key")));
     expect(keys).toEqual(["poison-1"]);
     await page.goto(`${withActions.url}/runs/acme/poison-1`);
@@ -330,11 +332,7 @@ describe.skipIf(!existsSync(CHROMIUM))("idempo console in a browser", () => {
   });
 
   it("cancels a stuck run through the page: every retry then replays the stored 409", async () => {
-    const page = await open(
-      new URL(withActions.tokenUrl as string).pathname + new URL(withActions.tokenUrl as string).search,
-      withActions.url,
-    );
-    await page.goto(`${withActions.url}/runs/acme/order-1002`);
+    const page = await open("/runs/acme/order-1002", withActions);
     await page.getByRole("button", { name: "Cancel run" }).click();
     await page.getByRole("button", { name: "Confirm: Cancel run" }).click();
     await page.waitForURL(/done=cancel/);

@@ -172,7 +172,7 @@ describe("resume and runs whose attempts ran out", { timeout: 300_000 }, () => {
     await worn("worn-1");
     const table = await cli(["resume", "--workflows", "test/fixtures/checkout-workflow.ts"]);
     expect(table.code).toBe(0);
-    expect(table.stdout).toMatch(/acme\s+worn-1\s+checkout\s+parked\s+-\n {2}maxAttempts \(20\) reached/);
+    expect(table.stdout).toMatch(/acme\s+worn-1\s+checkout\s+stale\s+parked\s+-\n {2}maxAttempts \(20\) reached/);
     expect(table.stdout).toMatch(/1 parked\n$/);
     await worn("worn-2");
     const json = await cli(["resume", "--workflows", "test/fixtures/checkout-workflow.ts", "--json"]);
@@ -185,6 +185,7 @@ describe("resume and runs whose attempts ran out", { timeout: 300_000 }, () => {
       tenantId: "acme",
       key: "worn-2",
       workflow: "checkout",
+      was: "stale",
       result: "parked",
       reason: expect.stringMatching(/^maxAttempts \(20\) reached/),
     });

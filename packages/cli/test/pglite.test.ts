@@ -89,6 +89,7 @@ describe("--pglite", () => {
         workflow: "checkout",
         status: 201,
         outcome: "succeeded",
+        was: "stale",
         result: "finished",
       },
     ]);

@@ -70,6 +70,7 @@ it("the built CLI resumes runs with the workflows of a .ts module", async () => 
       workflow: "checkout",
       status: 201,
       outcome: "succeeded",
+      was: "stale",
       result: "finished",
     },
   ]);

@@ -31,8 +31,8 @@ describe("public exports", () => {
     ]);
   });
 
-  it("@idempo/core/internal exports only the fault-injection hooks", () => {
-    expect(Object.keys(internal).sort()).toEqual(["CrashSignal", "setFaultHook", "setHeartbeatSilenced"]);
+  it("@idempo/core/internal exports only the fault-injection hooks and the CLI's one-shot resume of due runs", () => {
+    expect(Object.keys(internal).sort()).toEqual(["CrashSignal", "resumeDue", "setFaultHook", "setHeartbeatSilenced"]);
   });
 
   it("every error carries a stable code and HTTP status", () => {

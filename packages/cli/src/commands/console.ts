@@ -4,7 +4,6 @@ import type { Command } from "commander";
 import { Option } from "commander";
 import { sql } from "kysely";
 import { withDatabase } from "../connection.js";
-import { mintToken } from "../console/auth.js";
 import { startConsole } from "../console/server.js";
 import { deliveredSignals } from "../delivered-signals.js";
 import type { Io } from "../io.js";
@@ -34,44 +33,58 @@ export function registerConsole(program: Command, io: Io): void {
     .addOption(new Option("--port <port>", "port to listen on (0 picks a free one)").default(4300).argParser(parsePort))
     .option(
       "--allow-actions",
-      "offer release, cancel, retry from, unpark and outbox retry, each behind a confirmation and the token printed here",
+      "offer release, cancel, retry from, unpark and outbox retry, each behind a confirmation page",
+    )
+    .option(
+      "--allow-host <name>",
+      "also answer this host name (name or name:port), e.g. the end of an SSH tunnel or a proxy; repeatable",
+      (value: string, previous: string[]) => [...previous, value],
+      [] as string[],
     )
     .addHelpText(
       "after",
       `
-Read-only unless --allow-actions is given. With it, the console prints an address carrying a
-one-time token; only a browser that opened that address can perform actions.
+It prints an address carrying a token minted for this process: only a browser that opened
+that address can read the console (and, with --allow-actions, act). It answers only the
+host names it listens on (127.0.0.1 and localhost by default) and those of --allow-host.
+Read-only unless --allow-actions is given.
 
 Examples:
   $ idempo console
-  $ idempo console --port 8080 --allow-actions`,
+  $ idempo console --port 8080 --allow-actions
+  $ idempo console --allow-host localhost:9000   # reached through ssh -L 9000:localhost:4300`,
     )
-    .action(async (opts: { host: string; port: number; allowActions?: boolean }, command: Command) => {
-      await withDatabase(command, async ({ engine, db, schema }) => {
-        const token = opts.allowActions ? mintToken() : null;
-        const server = await startConsole(
-          {
-            engine,
-            token,
-            signals: (records) => deliveredSignals(db, schema, records),
-            clock: async () => {
-              const { rows } = await sql<{ now: Date }>`SELECT clock_timestamp() AS now`.execute(db);
-              return rows[0]?.now ?? new Date();
+    .action(
+      async (opts: { host: string; port: number; allowActions?: boolean; allowHost: string[] }, command: Command) => {
+        await withDatabase(command, async ({ engine, db, schema }) => {
+          const actions = opts.allowActions === true;
+          const server = await startConsole(
+            {
+              engine,
+              actions,
+              signals: (records) => deliveredSignals(db, schema, records),
+              clock: async () => {
+                const { rows } = await sql<{ now: Date }>`SELECT clock_timestamp() AS now`.execute(db);
+                return rows[0]?.now ?? new Date();
+              },
+              report: (error) =>
+                io.err(`console: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`),
             },
-            report: (error) =>
-              io.err(`console: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`),
-          },
-          opts.host,
-          opts.port,
-        );
-        if (!LOOPBACK.has(opts.host)) {
-          io.err(`warning: listening on ${opts.host}, not loopback: anyone who reaches it can read every run\n`);
-        }
-        io.out(`idempo console on ${server.url} (${token ? "actions allowed" : "read-only"})\n`);
-        if (token) io.out(`open ${server.url}/?token=${token} to enable actions in this browser\n`);
-        io.out("press Ctrl-C to stop\n");
-        await untilStopped();
-        await server.close();
-      });
-    });
+            opts.host,
+            opts.port,
+            opts.allowHost,
+          );
+          if (!LOOPBACK.has(opts.host)) {
+            io.err(
+              `warning: listening on ${opts.host}, not loopback: the console speaks plain HTTP, so its token crosses the network in the clear\n`,
+            );
+          }
+          io.out(`idempo console on ${server.url} (${actions ? "actions allowed" : "read-only"})\n`);
+          io.out(`open ${server.loginUrl} in your browser: the token in it is what lets a browser in\n`);
+          io.out("press Ctrl-C to stop\n");
+          await untilStopped();
+          await server.close();
+        });
+      },
+    );
 }

@@ -14,7 +14,7 @@ import { signalCall } from "../format/signal-call.js";
 import { TABLE_WIDTH } from "../format/table.js";
 import { timelineTable } from "../format/timeline.js";
 import { iso, wakeTime } from "../format/times.js";
-import { visible } from "../format/visible.js";
+import { visible, visibleJson } from "../format/visible.js";
 import { wrap } from "../format/wrap.js";
 import type { Io } from "../io.js";
 import { printJson } from "../output.js";
@@ -135,7 +135,7 @@ function render(io: Io, record: RunRecord, d: Diagnosis, now: Date, opts: ShowOp
 }
 
 function indentJson(value: unknown): string {
-  return JSON.stringify(value, null, 2)
+  return visibleJson(value)
     .split("\n")
     .map((l) => `  ${l}`)
     .join("\n");

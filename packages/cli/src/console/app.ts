@@ -1,19 +1,24 @@
 /**
  * The console's routes (Hono). Everything is server-rendered HTML with
  * Hono's `html` template, which escapes every interpolated value: tenant
- * ids, keys, state and error texts are client input and are shown as text.
- * Verbs exist only when the console was started with actions allowed.
+ * ids, keys, state and error texts are client input and are shown as text,
+ * and each stored string goes through `visible` (JSON through `visibleJson`)
+ * first, so an invisible or bidirectional character shows as its escape.
+ * Every route sits behind the access guard (host names and the start-up
+ * token); verbs exist only when the console was started with actions allowed.
  */
 import type { Engine, ListKeysOptions, RunRecord } from "@idempo/core";
 import { IdempoError } from "@idempo/core";
 import type { Context } from "hono";
 import { Hono } from "hono";
-import { getCookie, setCookie } from "hono/cookie";
 import { html } from "hono/html";
 import { factsOf } from "../delivered-signals.js";
 import type { SuspensionFacts } from "../format/diagnosis.js";
-import { TOKEN_COOKIE, tokenMatches } from "./auth.js";
+import { visible } from "../format/visible.js";
+import { tokenMatches } from "./auth.js";
 import { confirmPage } from "./confirm-page.js";
+import type { Access } from "./guard.js";
+import { accessGuard } from "./guard.js";
 import { page, stylesheet } from "./layout.js";
 import { outboxPage } from "./outbox-page.js";
 import { outboxRetryPath, runPath } from "./paths.js";
@@ -32,40 +37,35 @@ export interface ConsoleContext {
    * (see `deliveredSignals`): a due wait's retry merges the signal or times out.
    */
   readonly signals: (records: readonly RunRecord[]) => Promise<ReadonlyMap<string, SuspensionFacts>>;
-  /** The action token; `null` = read-only console (no verbs at all). */
-  readonly token: string | null;
+  /** Whether verbs are offered at all (`--allow-actions`). */
+  readonly actions: boolean;
   /** Where an unexpected error of a request goes (the page itself says only that one happened). */
   readonly report: (error: unknown) => void;
 }
 
 const PAGE_SIZE = 50;
 
-/** The Hono application of the console. */
-export function consoleApp(ctx: ConsoleContext): Hono {
+/** The Hono application of the console, behind `access` (see guard.ts). */
+export function consoleApp(ctx: ConsoleContext, access: Access): Hono {
   const app = new Hono();
-  const actions = ctx.token !== null;
-  /** The token when actions are allowed and this browser holds it. */
-  const heldToken = (c: Context): string | null =>
-    ctx.token !== null && tokenMatches(ctx.token, getCookie(c, TOKEN_COOKIE)) ? ctx.token : null;
-  /** A verb request is allowed when the cookie and the form field both carry the token. */
+  const { actions } = ctx;
+  /**
+   * A verb request is allowed when the form field carries the token too (the
+   * guard has checked the cookie): a form another site posts cannot know it.
+   */
   const mayAct = async (c: Context): Promise<Record<string, string> | null> => {
-    if (heldToken(c) === null || ctx.token === null) return null;
     const form = await c.req.parseBody();
     const fields = Object.fromEntries(
       Object.entries(form).filter((e): e is [string, string] => typeof e[1] === "string"),
     );
-    return tokenMatches(ctx.token, fields.token) ? fields : null;
+    return tokenMatches(access.token, fields.token) ? fields : null;
   };
+
+  app.use(accessGuard(access));
 
   app.get("/assets/console.css", (c) => c.body(stylesheet(), 200, { "content-type": "text/css; charset=utf-8" }));
 
-  app.get("/", (c) => {
-    const presented = c.req.query("token");
-    if (ctx.token !== null && presented !== undefined && tokenMatches(ctx.token, presented)) {
-      setCookie(c, TOKEN_COOKIE, ctx.token, { httpOnly: true, sameSite: "Strict", path: "/" });
-    }
-    return c.redirect("/runs?view=stuck");
-  });
+  app.get("/", (c) => c.redirect("/runs?view=stuck"));
 
   app.get("/runs", async (c) => {
     const viewParam = c.req.query("view") ?? "stuck";
@@ -94,11 +94,16 @@ export function consoleApp(ctx: ConsoleContext): Hono {
     const { tenant, key } = c.req.param();
     const [record, now] = await Promise.all([ctx.engine.inspect(tenant, key), ctx.clock()]);
     if (!record)
-      return c.html(page("Not found", "", html`<h1>No record</h1><p>No key ${key} in tenant ${tenant}.</p>`), 404);
+      return c.html(
+        page("Not found", "", html`<h1>No record</h1><p>No key ${visible(key)} in tenant ${visible(tenant)}.</p>`),
+        404,
+      );
     const facts = factsOf(await ctx.signals([record]), record);
     const done = c.req.query("done");
     const verb = done ? runAction(done) : undefined;
-    return c.html(page(key, "", runPage(record, now, actions, facts), verb ? `${verb.label}: done.` : undefined));
+    return c.html(
+      page(visible(key), "", runPage(record, now, actions, facts), verb ? `${verb.label}: done.` : undefined),
+    );
   });
 
   app.get("/outbox", async (c) => {
@@ -120,11 +125,13 @@ export function consoleApp(ctx: ConsoleContext): Hono {
           "/outbox",
           confirmPage({
             title: "Retry message",
-            question: `Put outbox message ${messageId} of tenant ${tenant} back in line now, with a fresh attempt budget. The relay delivers it again with the same delivery key.`,
+            question: visible(
+              `Put outbox message ${messageId} of tenant ${tenant} back in line now, with a fresh attempt budget. The relay delivers it again with the same delivery key.`,
+            ),
             action: path,
             fields: {},
             cancelHref: "/outbox",
-            token: heldToken(c),
+            token: access.token,
           }),
         ),
       );
@@ -150,11 +157,11 @@ export function consoleApp(ctx: ConsoleContext): Hono {
           "",
           confirmPage({
             title: action.label,
-            question: action.question(record, item),
+            question: visible(action.question(record, item)),
             action: c.req.path,
             fields: item === undefined ? {} : { item },
             cancelHref: runPath(tenant, key),
-            token: action.applies(record) ? heldToken(c) : null,
+            token: action.applies(record) ? access.token : null,
           }),
         ),
       );
@@ -178,7 +185,10 @@ export function consoleApp(ctx: ConsoleContext): Hono {
 
   app.onError((error, c) => {
     if (error instanceof IdempoError && error.httpStatus < 500) {
-      return c.html(page("Refused", "", html`<h1>Refused</h1><p>${error.message}</p>`), error.httpStatus as 400);
+      return c.html(
+        page("Refused", "", html`<h1>Refused</h1><p>${visible(error.message)}</p>`),
+        error.httpStatus as 400,
+      );
     }
     // Never a stack trace on the page: the operator's terminal has the details.
     ctx.report(error);

@@ -1,15 +1,21 @@
 /**
- * Who may change records through the console. Reading is open to whoever
- * reaches the (loopback by default) address; actions need the token printed
- * at start-up. Opening `/?token=...` once stores it in a same-site, HTTP-only
- * cookie, and every action form repeats it in a hidden field, so a page on
- * another origin can neither read it nor post with it (double-submit, as
- * OWASP's CSRF cheat sheet describes).
+ * Who may use the console. Every page, reads as well as actions, needs the
+ * token printed at start-up: opening the printed address (`?token=...`)
+ * once stores it in an HTTP-only, same-site cookie, so a page on another
+ * site can neither read it nor send it. Every action form repeats the token
+ * in a hidden field as well (double-submit, as OWASP's CSRF cheat sheet
+ * describes).
  */
 import { randomBytes, timingSafeEqual } from "node:crypto";
 
-/** Name of the cookie that carries the action token. */
-export const TOKEN_COOKIE = "idempo_console_token";
+/**
+ * Name of the cookie of the console on `port`. Cookies do not tell ports
+ * apart: with one name for all, logging in to a second console on the same
+ * host would overwrite the first one's token.
+ */
+export function tokenCookie(port: number): string {
+  return `idempo_console_${port}`;
+}
 
 /** A fresh token for one console process: 24 random bytes, base64url. */
 export function mintToken(): string {

@@ -2,9 +2,9 @@
 import { html } from "hono/html";
 
 /**
- * A confirmation page. `token` is the action token when this browser holds
- * it (then the form can be sent), `null` when it does not (then the page
- * says how to enable actions instead of offering a form).
+ * A confirmation page. `token` is the start-up token the form repeats;
+ * `null` when the verb does not apply to the record as it is now (then
+ * the page says so instead of offering a form).
  */
 export function confirmPage(options: {
   title: string;
@@ -20,8 +20,7 @@ export function confirmPage(options: {
       <p>${question}</p>
       ${
         token === null
-          ? html`<p>This browser does not hold the console's action token. Open the address with
-              <code>?token=…</code> that <code>idempo console --allow-actions</code> printed at start-up.</p>`
+          ? html`<p>This does not apply to the run as it is now (another change came first): nothing to confirm.</p>`
           : html`<form method="post" action="${action}">
               ${Object.entries(fields).map(([name, value]) => html`<input type="hidden" name="${name}" value="${value}" />`)}
               <input type="hidden" name="token" value="${token}" />

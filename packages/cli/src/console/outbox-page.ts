@@ -2,6 +2,7 @@
 import type { OutboxEntry } from "@idempo/core";
 import { html } from "hono/html";
 import { iso } from "../format/times.js";
+import { visible } from "../format/visible.js";
 import { badge } from "./layout.js";
 import { outboxRetryPath, runPath } from "./paths.js";
 
@@ -13,10 +14,10 @@ function rows(entries: readonly OutboxEntry[], actions: boolean) {
     <tbody>
       ${entries.map(
         (m) => html`<tr data-message="${m.messageId}">
-        <td>${m.tenantId}</td><td><code>${m.messageId}</code></td>
-        <td class="key"><a href="${runPath(m.tenantId, m.key)}">${m.key}</a></td>
-        <td>${m.topic}</td><td>${badge(m.status)}</td><td>${m.attempts}</td>
-        <td>${iso(m.availableAt)}</td><td>${m.lastError ?? ""}</td>
+        <td>${visible(m.tenantId)}</td><td><code>${visible(m.messageId)}</code></td>
+        <td class="key"><a href="${runPath(m.tenantId, m.key)}">${visible(m.key)}</a></td>
+        <td>${visible(m.topic)}</td><td>${badge(m.status)}</td><td>${m.attempts}</td>
+        <td>${iso(m.availableAt)}</td><td>${m.lastError ? visible(m.lastError) : ""}</td>
         ${actions ? html`<td><a href="${outboxRetryPath(m.tenantId, m.messageId)}">Retry…</a></td>` : ""}
       </tr>`,
       )}

@@ -11,13 +11,12 @@ import { formatDuration, formatLease } from "../format/duration.js";
 import { waitsForLabel } from "../format/key-table.js";
 import { signalCall } from "../format/signal-call.js";
 import { iso, wakeTime } from "../format/times.js";
+import { visible, visibleJson } from "../format/visible.js";
 import { badge } from "./layout.js";
 import { actionPath } from "./paths.js";
 import { RUN_ACTIONS } from "./run-actions.js";
 import { displayStatus } from "./runs-page.js";
 import { entryOutcome, timeline } from "./timeline.js";
-
-const json = (value: unknown) => JSON.stringify(value, null, 2);
 
 /** The rows a suspended run adds to the details: what it waits for, and when it wakes. */
 function suspensionRows(record: RunRecord, now: Date, facts: SuspensionFacts) {
@@ -25,9 +24,9 @@ function suspensionRows(record: RunRecord, now: Date, facts: SuspensionFacts) {
   const w = record.waitingFor;
   const send =
     w?.kind === "signal" && !facts.signalDelivered
-      ? html` · send it with <code>${signalCall(record, w.name)}</code>`
+      ? html` · send it with <code>${visible(signalCall(record, w.name))}</code>`
       : "";
-  return html`<tr><th>waits for</th><td data-testid="waits-for">${waitsForLabel(record, facts)}${send}</td></tr>
+  return html`<tr><th>waits for</th><td data-testid="waits-for">${visible(waitsForLabel(record, facts))}${send}</td></tr>
     <tr><th>wakes</th><td data-testid="wakes">${record.wakeAt ? wakeTime(record.wakeAt, now) : "when the signal arrives (no timeout)"}</td></tr>`;
 }
 
@@ -41,17 +40,17 @@ export function runPage(record: RunRecord, now: Date, allowActions: boolean, fac
   const history = record.history ?? [];
   const actions = allowActions ? RUN_ACTIONS.filter((a) => a.applies(record)) : [];
   return html`<hgroup>
-      <h1>${record.key}</h1>
-      <p>tenant <strong>${record.tenantId}</strong> · workflow <strong>${record.workflow}</strong> ·
+      <h1>${visible(record.key)}</h1>
+      <p>tenant <strong>${visible(record.tenantId)}</strong> · workflow <strong>${visible(record.workflow)}</strong> ·
         ${badge(displayStatus(record))}</p>
     </hgroup>
-    ${record.status === "parked" ? html`<p>Parked: <strong>${record.parkedReason ?? "no reason recorded"}</strong></p>` : ""}
+    ${record.status === "parked" ? html`<p>Parked: <strong>${visible(record.parkedReason ?? "no reason recorded")}</strong></p>` : ""}
     <article>
-      <p>Stopped: <span data-testid="stopped-at">${d.stoppedAt}</span></p>
-      <p class="forecast">A retry now would: <span data-testid="forecast">${describeRetry(record, d)}</span></p>
+      <p>Stopped: <span data-testid="stopped-at">${visible(d.stoppedAt)}</span></p>
+      <p class="forecast">A retry now would: <span data-testid="forecast">${visible(describeRetry(record, d))}</span></p>
       ${
         d.inDoubt
-          ? html`<p>In doubt: step <strong>${d.inDoubt.name}</strong> started and recorded no result; its call
+          ? html`<p>In doubt: step <strong>${visible(d.inDoubt.name)}</strong> started and recorded no result; its call
             may have reached the other system (derived key <code>${d.inDoubt.derivedKey ?? ""}</code>).</p>`
           : ""
       }
@@ -63,7 +62,7 @@ export function runPage(record: RunRecord, now: Date, allowActions: boolean, fac
                     .items(record)
                     .map(
                       (item) =>
-                        html`<li><a href="${actionPath(a.name, record.tenantId, record.key)}?item=${encodeURIComponent(item)}">${item}</a></li>`,
+                        html`<li><a href="${actionPath(a.name, record.tenantId, record.key)}?item=${encodeURIComponent(item)}">${visible(item)}</a></li>`,
                     )}</ul></details>`
                 : html`<a role="button" href="${actionPath(a.name, record.tenantId, record.key)}">${a.label}</a> `,
             )}</p>`
@@ -73,12 +72,12 @@ export function runPage(record: RunRecord, now: Date, allowActions: boolean, fac
     <table>
       <tbody>
         <tr><th>run id</th><td><code>${record.runId}</code></td></tr>
-        <tr><th>recovery point</th><td>${record.recoveryPoint ?? "— (nothing committed yet)"}</td></tr>
+        <tr><th>recovery point</th><td>${record.recoveryPoint === null ? "— (nothing committed yet)" : visible(record.recoveryPoint)}</td></tr>
         <tr><th>attempts</th><td>${record.attempt}</td></tr>
         <tr><th>owner token</th><td><code>${record.ownerToken ?? "—"}</code></td></tr>
         <tr><th>lease</th><td>${record.status === "in_flight" ? formatLease(record.leaseRemainingMs ?? 0) : "—"}</td></tr>
         ${suspensionRows(record, now, facts)}
-        <tr><th>definition</th><td>${record.definition.join(" → ")}</td></tr>
+        <tr><th>definition</th><td>${record.definition.map(visible).join(" → ")}</td></tr>
         <tr><th>created</th><td>${iso(record.createdAt)}</td></tr>
         <tr><th>updated</th><td>${iso(record.updatedAt)}</td></tr>
         <tr><th>expires</th><td>${record.expiresAt ? iso(record.expiresAt) : "—"}</td></tr>
@@ -91,7 +90,7 @@ export function runPage(record: RunRecord, now: Date, allowActions: boolean, fac
       <tbody>
         ${history.map(
           (h) => html`<tr>
-          <td>${h.kind}</td><td>${h.name}</td><td>${h.attempt}</td><td>${entryOutcome(h, suspended)}</td>
+          <td>${h.kind}</td><td>${visible(h.name)}</td><td>${h.attempt}</td><td>${entryOutcome(h, suspended)}</td>
           <td>${
             h.finishedAt
               ? formatDuration(h.finishedAt.getTime() - h.startedAt.getTime())
@@ -99,7 +98,7 @@ export function runPage(record: RunRecord, now: Date, allowActions: boolean, fac
                 ? `${formatDuration(now.getTime() - h.startedAt.getTime())} so far`
                 : "—"
           }</td>
-          <td>${h.derivedKey ? html`<code>${h.derivedKey}</code>` : "—"}</td><td>${h.error ?? ""}</td>
+          <td>${h.derivedKey ? html`<code>${h.derivedKey}</code>` : "—"}</td><td>${h.error ? visible(h.error) : ""}</td>
         </tr>`,
         )}
       </tbody>
@@ -108,9 +107,9 @@ export function runPage(record: RunRecord, now: Date, allowActions: boolean, fac
     ${
       record.response
         ? html`<p>${record.response.status} (${record.response.outcome})</p>
-          <pre data-testid="response"><code>${json(record.response.body)}</code></pre>`
+          <pre data-testid="response"><code>${visibleJson(record.response.body)}</code></pre>`
         : html`<p>None yet: the run has not completed.</p>`
     }
-    <details><summary>State</summary><pre><code>${json(record.state)}</code></pre></details>
-    <details><summary>Input</summary><pre><code>${json(record.input)}</code></pre></details>`;
+    <details><summary>State</summary><pre><code>${visibleJson(record.state)}</code></pre></details>
+    <details><summary>Input</summary><pre><code>${visibleJson(record.input)}</code></pre></details>`;
 }

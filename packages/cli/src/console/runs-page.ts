@@ -5,6 +5,7 @@ import type { SuspensionFacts } from "../format/diagnosis.js";
 import { formatDuration, formatLease } from "../format/duration.js";
 import { waitsForLabel, wakesLabel } from "../format/key-table.js";
 import { iso } from "../format/times.js";
+import { visible } from "../format/visible.js";
 import { badge } from "./layout.js";
 import { runPath } from "./paths.js";
 
@@ -42,7 +43,7 @@ function waitsForCell(record: RunRecord, now: Date, facts: SuspensionFacts) {
     : html`wakes on the signal (no timeout)`;
   return html`<td class="waits-for" data-wait-kind="${w?.kind ?? "enqueued"}" data-wait-name="${w?.name ?? ""}"
       data-wake-at="${record.wakeAt?.toISOString() ?? ""}">
-      <strong>${waitsForLabel(record, facts)}</strong> <br /><small>${when}</small></td>`;
+      <strong>${visible(waitsForLabel(record, facts))}</strong> <br /><small>${when}</small></td>`;
 }
 
 /** The list page body. */
@@ -76,11 +77,11 @@ export function runsPage(options: {
       <tbody>
         ${items.map(
           (r) => html`<tr data-key="${r.key}">
-          <td>${r.tenantId}</td>
-          <td class="key"><a href="${runPath(r.tenantId, r.key)}">${r.key}</a></td>
-          <td>${r.workflow}</td>
+          <td>${visible(r.tenantId)}</td>
+          <td class="key"><a href="${runPath(r.tenantId, r.key)}">${visible(r.key)}</a></td>
+          <td>${visible(r.workflow)}</td>
           <td>${badge(displayStatus(r))}</td>
-          <td>${r.recoveryPoint ?? "—"}</td>
+          <td>${r.recoveryPoint === null ? "—" : visible(r.recoveryPoint)}</td>
           <td>${r.attempt}</td>
           ${suspendedView ? waitsForCell(r, now, facts(r)) : html`<td>${leaseCell(r, now)}</td>`}
           <td>${formatDuration(now.getTime() - r.updatedAt.getTime())} ago</td>

@@ -7,6 +7,7 @@
 import type { HistoryEntry } from "@idempo/core";
 import { html } from "hono/html";
 import { formatDuration } from "../format/duration.js";
+import { visible } from "../format/visible.js";
 
 const LABEL_WIDTH = 300;
 const BAR_WIDTH = 620;
@@ -47,7 +48,7 @@ export function timeline(history: readonly HistoryEntry[], now: Date, suspended 
     const width = Math.max(2, (end(h) - h.startedAt.getTime()) * scale);
     const y = i * ROW + 4;
     const took = formatDuration(end(h) - h.startedAt.getTime());
-    const label = `${h.kind} ${h.name} · attempt ${h.attempt}`;
+    const label = `${h.kind} ${visible(h.name)} · attempt ${h.attempt}`;
     const shown = entryOutcome(h, suspended);
     const waiting = shown !== h.outcome;
     return html`<g data-entry="${h.kind}:${h.name}:${h.attempt}" data-outcome="${h.outcome}">

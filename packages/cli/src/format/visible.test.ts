@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { visible } from "./visible.js";
+import { visible, visibleJson } from "./visible.js";
 
 describe("visible: keys and tenants as a terminal can tell them apart", () => {
   it("escapes what prints as nothing or as a line break, so k, k+NEL and k+LS differ", () => {
@@ -31,5 +31,22 @@ describe("visible: keys and tenants as a terminal can tell them apart", () => {
 
   it("writes characters beyond the BMP with braces", () => {
     expect(visible("k\u{e0001}")).toBe("k\\u{E0001}");
+  });
+});
+
+describe("visibleJson: stored JSON as the console and keys show print it", () => {
+  it("escapes what visible escapes, as JSON escapes, so the text parses back to the value", () => {
+    const value = { said: "k\u202Egnp.exe", other: ["order-1\u200B", "a\u00A0b", "k\u2028", "\u{E0001}"], n: 1 };
+    const text = visibleJson(value);
+    expect(text).toBe(
+      '{\n  "said": "k\\u202Egnp.exe",\n  "other": [\n    "order-1\\u200B",\n    "a\\u00A0b",\n    "k\\u2028",\n    "\\uDB40\\uDC01"\n  ],\n  "n": 1\n}',
+    );
+    expect(JSON.parse(text)).toEqual(value);
+  });
+
+  it("leaves backslashes, controls and printable text as JSON writes them", () => {
+    const value = { path: "a\\b", line: "x\ny\u0000", text: "café 😀" };
+    expect(visibleJson(value, 0)).toBe(JSON.stringify(value));
+    expect(visibleJson(undefined)).toBe("null");
   });
 });

@@ -9,8 +9,8 @@ const bin = fileURLToPath(new URL("../../bin/idempo.js", import.meta.url));
 /** A console child process. */
 export interface ConsoleProcess {
   readonly url: string;
-  /** The `?token=` address it printed, when actions are allowed. */
-  readonly tokenUrl: string | null;
+  /** The `?token=` address it printed: opening it logs a browser in. */
+  readonly tokenUrl: string;
   stop(): Promise<void>;
 }
 
@@ -36,8 +36,9 @@ export function startConsoleProcess(databaseUrl: string, extra: readonly string[
       stdout += d;
       const url = /idempo console on (http:\/\/\S+)/.exec(stdout)?.[1];
       if (!url || !stdout.includes("Ctrl-C")) return;
-      const tokenUrl = /open (http:\/\/\S+\?token=\S+)/.exec(stdout)?.[1] ?? null;
-      resolve({ url, tokenUrl, stop });
+      const tokenUrl = /open (http:\/\/\S+\?token=\S+)/.exec(stdout)?.[1];
+      if (tokenUrl === undefined) reject(new Error(`idempo console printed no token address: ${stdout}`));
+      else resolve({ url, tokenUrl, stop });
     });
   });
 }

@@ -14,6 +14,7 @@ import type { RunOnceRequest } from "./admission/run-once.js";
 import { runOnce } from "./admission/run-once.js";
 import type { Relay, RelayOptions } from "./background/relay.js";
 import { startRelay } from "./background/relay.js";
+import { attachDueResumer, resumeDueRuns } from "./background/resume-due.js";
 import type { ResumeReport, ResumeStaleOptions } from "./background/resume-stale.js";
 import { resumeStale } from "./background/resume-stale.js";
 import type { SweepOptions } from "./background/sweep.js";
@@ -168,5 +169,6 @@ export function createEngine<DB>(options: EngineOptions<DB>): Engine {
     inspect: (tenantId, key) => inspect(db, tables, tenantId, key),
     listKeys: (opts) => listKeys(db, tables, opts),
   };
+  attachDueResumer(engine, (opts) => resumeDueRuns(ctx, opts));
   return Object.freeze(engine);
 }

@@ -4,17 +4,14 @@
  * over the given workflows, stopped together.
  */
 import { InvalidOptionError } from "../../errors.js";
-import { newId } from "../../ids.js";
 import { MAX_TIMER_MS } from "../../options/limits.js";
 import { intOption } from "../../options/option-checks.js";
-import { msUntilNextWake, selectDueRuns, takeDueRun } from "../../store/due-runs.js";
-import { keyHash } from "../../telemetry/telemetry.js";
+import { msUntilNextWake, selectDueRuns } from "../../store/due-runs.js";
 import type { Definition } from "../../workflow/definition.js";
 import { deployedByName } from "../../workflow/versions.js";
 import type { EngineContext } from "../engine-context.js";
-import { leaseFor, runAttributes } from "../engine-context.js";
-import { resumeTaken } from "../execution/resume.js";
 import { startDueLoop } from "./due-loop.js";
+import { executeDue } from "./execute-due.js";
 import { startLoop } from "./interval-loop.js";
 import type { NotificationSource } from "./notifications.js";
 import type { ResumeStaleOptions } from "./resume-stale.js";
@@ -95,7 +92,9 @@ export function startWorker(ctx: EngineContext, opts: WorkerOptions): Worker {
     {
       select: (workflows, limit) => selectDueRuns(ctx.db, ctx.tables, workflows, limit),
       nextWakeInMs: (workflows) => msUntilNextWake(ctx.db, ctx.tables, workflows),
-      execute: (r) => executeDue(ctx, byName.get(r.workflow) as readonly Definition[], r.tenantId, r.key),
+      execute: async (r) => {
+        await executeDue(ctx, byName.get(r.workflow) as readonly Definition[], r.tenantId, r.key);
+      },
       onError,
     },
   );
@@ -104,42 +103,4 @@ export function startWorker(ctx: EngineContext, opts: WorkerOptions): Worker {
       await Promise.all([maintenance.stop(), due.stop()]);
     },
   };
-}
-
-/** A worker's execution of one due run: take it (or find another got it) and run it to its next stop. */
-async function executeDue(
-  ctx: EngineContext,
-  deployed: readonly Definition[],
-  tenantId: string,
-  key: string,
-): Promise<void> {
-  const { telemetry } = ctx;
-  const def = deployed[0] as Definition;
-  const runLease = leaseFor(ctx, def);
-  const ownerToken = newId();
-  const attributes = () => runAttributes(def.name, tenantId, key);
-  await telemetry.span(`resume ${def.name}`, "internal", attributes, async (span) => {
-    const taken = await takeDueRun(ctx.db, ctx.tables, {
-      tenantId,
-      key,
-      ownerToken,
-      leaseMs: runLease,
-      fingerprint: null,
-    });
-    if (!taken) return; // another worker or a client retry got it first
-    telemetry.count("claims", { "idempo.workflow": def.name, "idempo.claim.result": "resume" });
-    span.set({ "idempo.claim.result": "resume" });
-    try {
-      const own = { tenantId, key, ownerToken };
-      const result = await resumeTaken(ctx, { deployed, taken, own, leaseMs: runLease, span, how: "due" });
-      span.set({ "idempo.outcome": result.outcome, "idempo.replayed": false });
-    } catch (error) {
-      telemetry.log(
-        "error",
-        { workflow: def.name, tenantId, keyHash: keyHash(tenantId, key), error: String(error) },
-        "idempo: running a due run failed; it stays at its recovery point",
-      );
-      throw error;
-    }
-  });
 }

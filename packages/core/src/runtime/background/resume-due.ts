@@ -1,0 +1,76 @@
+/**
+ * Resuming due suspended runs once, without a worker: what `idempo resume`
+ * does for runs whose sleep ended, whose awaited signal arrived or whose
+ * wait timed out, and for enqueued runs, when no worker runs. Not part of
+ * the supported API: the engine attaches its implementation to itself here,
+ * as it does its fault hook, and `@idempo/core/internal` reaches it.
+ */
+import { intOption } from "../../options/option-checks.js";
+import { selectDueRuns } from "../../store/due-runs.js";
+import type { Definition, Workflow } from "../../workflow/definition.js";
+import { deployedByName } from "../../workflow/versions.js";
+import type { EngineContext } from "../engine-context.js";
+import { executeDue } from "./execute-due.js";
+
+/** Options of {@link resumeDue}. */
+export interface ResumeDueOptions {
+  /** The workflow definitions this process can run, as for `resumeStale`; runs of others are left alone. */
+  // biome-ignore lint/suspicious/noExplicitAny: any workflow, whatever its input and body types
+  readonly workflows: readonly Workflow<any, any>[];
+  /** Most runs to resume in one call, 1-10 000 (Default: 100). */
+  readonly limit?: number;
+}
+
+/**
+ * What {@link resumeDue} did, run by run. `resumed` holds each run it took
+ * with the result of running it to its next stop: a final response, or
+ * `outcome: 'suspended'` (status 202) when it reached another sleep or wait.
+ * A run that another worker or a client took first is in neither list.
+ */
+export interface DueReport {
+  readonly resumed: readonly { tenantId: string; key: string; workflow: string; status: number; outcome: string }[];
+  readonly failed: readonly { tenantId: string; key: string; workflow: string; error: Error }[];
+}
+
+type DueResumer = (options: ResumeDueOptions) => Promise<DueReport>;
+
+const resumers = new WeakMap<object, DueResumer>();
+
+/** Called by `createEngine`: how this engine resumes due runs. */
+export function attachDueResumer(engine: object, resumer: DueResumer): void {
+  resumers.set(engine, resumer);
+}
+
+/**
+ * Take the due suspended runs of `options.workflows` (each tenant's oldest
+ * first, at most `limit`) with the statement a worker uses, and run each
+ * from its recovery point to its next stop, one after another. Safe beside
+ * running workers and client retries: each run is taken by one of them.
+ *
+ * @param engine an engine made by `createEngine`.
+ * @throws WorkflowDefinitionError / InvalidOptionError on bad options, as `resumeStale`.
+ */
+export function resumeDue(engine: object, options: ResumeDueOptions): Promise<DueReport> {
+  const resumer = resumers.get(engine);
+  if (!resumer) throw new TypeError("resumeDue needs an engine made by createEngine");
+  return resumer(options);
+}
+
+/** The due runs of `options.workflows`, each executed once, in the order a worker would take them. */
+export async function resumeDueRuns(ctx: EngineContext, options: ResumeDueOptions): Promise<DueReport> {
+  const byName = deployedByName("resumeDue", options?.workflows);
+  for (const versions of byName.values()) ctx.workflows.remember(versions);
+  const limit = intOption("resumeDue", "limit", options.limit, 1, 10_000, 100);
+  const resumed: DueReport["resumed"][number][] = [];
+  const failed: DueReport["failed"][number][] = [];
+  for (const due of await selectDueRuns(ctx.db, ctx.tables, [...byName.keys()], limit)) {
+    const run = { tenantId: due.tenantId, key: due.key, workflow: due.workflow };
+    try {
+      const result = await executeDue(ctx, byName.get(due.workflow) as readonly Definition[], due.tenantId, due.key);
+      if (result) resumed.push({ ...run, status: result.status, outcome: result.outcome });
+    } catch (error) {
+      failed.push({ ...run, error: error instanceof Error ? error : new Error(String(error)) });
+    }
+  }
+  return { resumed, failed };
+}

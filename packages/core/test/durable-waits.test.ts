@@ -327,15 +327,16 @@ describe(".waitFor and engine.signal", () => {
     });
   });
 
-  it("a deadline survives a takeover: suspending again on the same wait keeps it", async () => {
+  it("retryFrom before a timed wait re-arms it: reaching it again starts a fresh timeout", async () => {
+    // A takeover keeps the deadline instead: see retry-from-wait-deadlines.test.ts.
     const engine = createEngine({ db: t.db });
     const { wf } = confirmation("wait_deadline", { timeoutMs: 3_600_000 });
     await engine.runOnce(wf, { tenantId: T, key: "dl", input: {} });
-    const first = (await engine.inspect(T, "dl"))?.wakeAt?.getTime();
-    // An operator sends the run back before the wait (retryFrom); reaching it again keeps its deadline.
     await engine.retryFrom(T, "dl", "charge");
+    const { rows } = await sql<{ now: Date }>`SELECT clock_timestamp() AS now`.execute(t.db);
+    const before = (rows[0] as { now: Date }).now.getTime();
     await engine.runOnce(wf, { tenantId: T, key: "dl", input: {} });
-    expect((await engine.inspect(T, "dl"))?.wakeAt?.getTime()).toBe(first);
+    expect((await engine.inspect(T, "dl"))?.wakeAt?.getTime()).toBeGreaterThanOrEqual(before + 3_600_000);
   });
 });
 

@@ -41,7 +41,7 @@ export interface HistoryRow {
   name: string;
   attempt: number;
   derived_key: string | null;
-  outcome: "started" | "interrupted" | "succeeded" | "failed" | "reconciled";
+  outcome: "started" | "interrupted" | "succeeded" | "failed" | "reconciled" | "discarded";
   error: string | null;
   started_at: Date;
   finished_at: Date | null;

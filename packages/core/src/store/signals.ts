@@ -2,9 +2,12 @@
  * `engine.signal`: keep a signal for a run's `.waitFor` item and wake the run
  * when it is suspended on it. Two statements in one transaction: lock the
  * run's row, then read, store and wake; see `checkSignalOrSuspend` for the
- * race this order closes.
+ * race this order closes. A stored signal that fails the wait's schema
+ * (stored unchecked) is discarded, by the run that reads it or by a
+ * corrected delivery, with an entry in the run's history.
  */
 import { sql } from "kysely";
+import { newId } from "../ids.js";
 import { DUE_CHANNEL } from "./notify-channels.js";
 import type { Executor, RunStatus, Tables } from "./run-store.js";
 
@@ -22,6 +25,8 @@ export interface SignalTarget {
   /** The workflow version the run started under. */
   readonly workflowVersion: number;
   readonly status: RunStatus;
+  /** The run's attempt number (0 for an enqueued run not yet taken). */
+  readonly attempt: number;
   /** `kind:name` outline of the definition the run started under. */
   readonly outline: readonly string[];
   /** A completed record past retention: it counts as absent. */
@@ -43,10 +48,11 @@ export async function lockRunForSignal(
     workflow: string;
     workflow_version: number;
     status: RunStatus;
+    attempt: number;
     definition: string;
     expired: boolean;
   }>`/* idempo:signal_lock */
-    SELECT run_id, workflow, workflow_version, status, definition::text AS definition,
+    SELECT run_id, workflow, workflow_version, status, attempt, definition::text AS definition,
            (status = 'completed' AND expires_at <= clock_timestamp()) AS expired
     FROM ${t.runs}
     WHERE tenant_id = ${tenantId} AND key = ${key}
@@ -59,6 +65,7 @@ export async function lockRunForSignal(
     workflow: row.workflow,
     workflowVersion: row.workflow_version,
     status: row.status,
+    attempt: row.attempt,
     outline: JSON.parse(row.definition) as string[],
     expired: row.expired === true,
   };
@@ -81,6 +88,8 @@ export interface SignalDelivery {
 export interface SignalStored {
   /** The fingerprint of the signal already delivered under this name, or null. */
   readonly existing: string | null;
+  /** That signal's payload as JSON text, or null. */
+  readonly existingPayload: string | null;
   readonly stored: boolean;
   /** The run was suspended on this wait and is now due. */
   readonly woke: boolean;
@@ -97,9 +106,14 @@ export interface SignalStored {
  * row first, so the second one reads the first one's signal.
  */
 export async function deliverSignal(tx: Executor, t: Tables, d: SignalDelivery): Promise<SignalStored> {
-  const { rows } = await sql<{ existing: string | null; stored: number; woke: number }>`/* idempo:signal */
+  const { rows } = await sql<{
+    existing: string | null;
+    existing_payload: string | null;
+    stored: number;
+    woke: number;
+  }>`/* idempo:signal */
     WITH existing AS (
-      SELECT fingerprint FROM ${t.signals}
+      SELECT fingerprint, payload::text AS payload FROM ${t.signals}
       WHERE tenant_id = ${d.tenantId} AND key = ${d.key} AND run_id = ${d.runId} AND name = ${d.name}
     ), stored AS (
       INSERT INTO ${t.signals} (tenant_id, key, run_id, name, payload, fingerprint)
@@ -117,9 +131,59 @@ export async function deliverSignal(tx: Executor, t: Tables, d: SignalDelivery):
     ), notified AS (
       SELECT pg_notify(${DUE_CHANNEL}, workflow) FROM woke
     )
-    SELECT (SELECT fingerprint FROM existing) AS existing, (SELECT count(*) FROM stored)::int AS stored,
-           (SELECT count(*) FROM notified)::int AS woke
+    SELECT (SELECT fingerprint FROM existing) AS existing, (SELECT payload FROM existing) AS existing_payload,
+           (SELECT count(*) FROM stored)::int AS stored, (SELECT count(*) FROM notified)::int AS woke
   `.execute(tx);
   const row = rows[0];
-  return { existing: row?.existing ?? null, stored: (row?.stored ?? 0) === 1, woke: (row?.woke ?? 0) === 1 };
+  return {
+    existing: row?.existing ?? null,
+    existingPayload: row?.existing_payload ?? null,
+    stored: (row?.stored ?? 0) === 1,
+    woke: (row?.woke ?? 0) === 1,
+  };
+}
+
+/** A stored signal that fails the wait's schema, to be thrown away. */
+export interface UnusableSignal {
+  readonly tenantId: string;
+  readonly key: string;
+  readonly runId: string;
+  readonly name: string;
+  /** The fingerprint it was stored with: a signal stored since then is left alone. */
+  readonly fingerprint: string;
+  /** The attempt the history entry is written under. */
+  readonly attempt: number;
+  /** Why it cannot be used (the schema's issues), kept as the entry's error. */
+  readonly reason: string;
+}
+
+/**
+ * Discard a stored signal that fails the wait's schema: delete it, so the
+ * next signal of that name is a first delivery, and record the discard in
+ * the run's history (outcome `discarded`, the reason as its error). The run
+ * itself does not change: a run at the wait keeps waiting, with its deadline.
+ *
+ * Only in a transaction that holds the run's row lock ({@link lockRunForSignal}
+ * or `lockOwnRun`): a delivery and the wait both lock it first, so neither
+ * can store or read the signal while it is being discarded.
+ *
+ * @returns false when no signal with that fingerprint was there.
+ */
+export async function discardSignal(tx: Executor, t: Tables, u: UnusableSignal): Promise<boolean> {
+  const { rows } = await sql<{ n: number }>`/* idempo:signal_discard */
+    WITH gone AS (
+      DELETE FROM ${t.signals}
+      WHERE tenant_id = ${u.tenantId} AND key = ${u.key} AND run_id = ${u.runId} AND name = ${u.name}
+        AND fingerprint = ${u.fingerprint}
+      RETURNING 1
+    ), logged AS (
+      INSERT INTO ${t.history}
+        (tenant_id, key, run_id, entry_id, kind, name, attempt, outcome, error, started_at, finished_at)
+      SELECT ${u.tenantId}, ${u.key}, ${u.runId}, ${newId()}, 'wait', ${u.name}, ${u.attempt}, 'discarded',
+             ${u.reason}, clock_timestamp(), clock_timestamp()
+      FROM gone
+    )
+    SELECT (SELECT count(*) FROM gone)::int AS n
+  `.execute(tx);
+  return (rows[0]?.n ?? 0) === 1;
 }

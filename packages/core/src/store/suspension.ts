@@ -75,17 +75,20 @@ export interface WaitCheck {
   readonly attempt: number;
   /** The wait's timeout in ms; null = none. */
   readonly timeoutMs: number | null;
+  /** This transaction has just discarded the signal that made the run due: decide on the deadline, not on `wake_at`. */
+  readonly afterDiscard?: boolean;
 }
 
 /** What a wait found: the signal's payload, its own timeout passed, or that it suspended. */
 export type WaitFinding =
-  | { readonly kind: "signal"; readonly payload: string }
+  | { readonly kind: "signal"; readonly payload: string; readonly fingerprint: string }
   | { readonly kind: "timed_out" }
   | { readonly kind: "suspended"; readonly wakeAt: Date | null }
   | { readonly kind: "lost" };
 
 interface WaitRow {
   payload: string | null;
+  fingerprint: string | null;
   timed_out: boolean | null;
   suspended: boolean;
   wake_at: Date | null;
@@ -94,10 +97,14 @@ interface WaitRow {
 /**
  * At a `.waitFor` item, after {@link lockOwnRun} in the same transaction:
  * read the signal, or find the wait's deadline passed, or else suspend the
- * run on it. The deadline is set when the run first suspends on the item and
- * kept when it suspends there again (after a takeover), so restarts never
- * extend it. A timed-out wait's history entry is closed here, and the wait
- * is marked timed out in the signals table: a signal that arrives after the
+ * run on it. The deadline (`wait_until`) is set when the run first suspends
+ * on the item and kept when it suspends there again (after a takeover, or
+ * after discarding a signal it could not use), so restarts never extend it;
+ * `retryFrom` clears it. `wake_at` is the deadline too, unless a signal
+ * made the run due earlier: the timeout is decided on `wake_at` (a signal
+ * that moved it is there to be read), and after a discarded signal, which
+ * moved it, on the deadline. A timed-out wait's history entry is
+ * closed here, and the wait is marked timed out in the signals table: a signal that arrives after the
  * timeout was decided (while `onTimeout` runs, or later) is refused instead
  * of being kept and never read.
  *
@@ -117,23 +124,32 @@ export async function checkSignalOrSuspend(
 ): Promise<WaitFinding> {
   const timeout =
     w.timeoutMs === null ? sql`NULL::timestamptz` : sql`clock_timestamp() + ${leaseInterval(w.timeoutMs)}`;
+  // When the wait at the same item times out: wake_at, or the deadline once a discarded signal had moved wake_at.
+  const dueAt = w.afterDiscard === true ? sql`wait_until` : sql`wake_at`;
   const { rows } = await sql<WaitRow>`/* idempo:wait */
     WITH sig AS (
-      SELECT payload::text AS payload FROM ${t.signals}
+      SELECT payload::text AS payload, fingerprint FROM ${t.signals}
       WHERE tenant_id = ${own.tenantId} AND key = ${own.key} AND run_id = ${own.runId} AND name = ${w.name}
         AND fingerprint <> ${TIMED_OUT}
+    ), fresh AS (
+      -- Evaluated once: the deadline and the wake-up time of a first suspension are the same instant.
+      SELECT ${timeout} AS deadline
     ), run AS (
-      SELECT (wait_kind = 'signal' AND wait_name = ${w.name}) AS same_wait, wake_at FROM ${t.runs}
+      SELECT (wait_kind = 'signal' AND wait_name = ${w.name}) AS same_wait, ${dueAt} AS due_at
+      FROM ${t.runs}
       WHERE tenant_id = ${own.tenantId} AND key = ${own.key} AND owner_token = ${own.ownerToken}
         AND status = 'in_flight'
     ), verdict AS (
       SELECT NOT EXISTS (SELECT 1 FROM sig)
-               AND coalesce(run.same_wait AND run.wake_at <= clock_timestamp(), false) AS timed_out
+               AND coalesce(run.same_wait AND run.due_at <= clock_timestamp(), false) AS timed_out
       FROM run
     ), suspended AS (
       UPDATE ${t.runs}
       SET status = 'suspended', owner_token = NULL, locked_until = NULL, durable = true,
-          wake_at = CASE WHEN wait_kind = 'signal' AND wait_name = ${w.name} THEN wake_at ELSE ${timeout} END,
+          wait_until = CASE WHEN wait_kind = 'signal' AND wait_name = ${w.name} THEN wait_until
+                            ELSE (SELECT deadline FROM fresh) END,
+          wake_at = CASE WHEN wait_kind = 'signal' AND wait_name = ${w.name} THEN ${dueAt}
+                         ELSE (SELECT deadline FROM fresh) END,
           wait_kind = 'signal', wait_name = ${w.name}, updated_at = clock_timestamp()
       WHERE tenant_id = ${own.tenantId} AND key = ${own.key}
         AND owner_token = ${own.ownerToken} AND status = 'in_flight'
@@ -166,13 +182,14 @@ export async function checkSignalOrSuspend(
       WHERE tenant_id = ${own.tenantId} AND key = ${own.key} AND run_id = ${own.runId}
         AND kind = 'wait' AND name = ${w.name} AND outcome = 'started' AND (SELECT timed_out FROM verdict)
     )
-    SELECT (SELECT payload FROM sig) AS payload, (SELECT timed_out FROM verdict) AS timed_out,
+    SELECT (SELECT payload FROM sig) AS payload, (SELECT fingerprint FROM sig) AS fingerprint,
+           (SELECT timed_out FROM verdict) AS timed_out,
            EXISTS (SELECT 1 FROM suspended) AS suspended, (SELECT wake_at FROM suspended) AS wake_at
   `.execute(tx);
   const row = rows[0];
   if (!row || row.timed_out === null) return { kind: "lost" };
   if (row.suspended === true) return { kind: "suspended", wakeAt: row.wake_at };
-  if (row.payload !== null) return { kind: "signal", payload: row.payload };
+  if (row.payload !== null) return { kind: "signal", payload: row.payload, fingerprint: row.fingerprint ?? "" };
   if (row.timed_out === true) return { kind: "timed_out" };
   return { kind: "lost" };
 }
@@ -191,7 +208,7 @@ export async function advancePastWait(tx: Executor, t: Tables, own: Ownership, a
     WITH advanced AS (
       UPDATE ${t.runs}
       SET recovery_point = ${adv.name}, state = ${adv.state}::json, updated_at = clock_timestamp(),
-          wait_kind = NULL, wait_name = NULL, wake_at = NULL,
+          wait_kind = NULL, wait_name = NULL, wake_at = NULL, wait_until = NULL,
           ${leaseOrCompletion(adv)}
       WHERE tenant_id = ${own.tenantId} AND key = ${own.key}
         AND owner_token = ${own.ownerToken} AND status = 'in_flight'

@@ -150,7 +150,9 @@ export interface Rewind {
 /**
  * Retry from an item: move the recovery point back so that the item and
  * everything after it run again on the next takeover. State stays as
- * committed. Only for a run no one owns: in flight with an expired lease,
+ * committed, and so do delivered signals (the waits read them again). The
+ * wait the run is at is forgotten with its deadline: a rewound timed wait
+ * gets a fresh timeout when it runs again. Only for a run no one owns: in flight with an expired lease,
  * parked (which it also unparks, with a fresh attempt budget) or suspended.
  * The lease ends now, so the next retry or resumer takes over at once.
  *
@@ -167,7 +169,8 @@ export async function rewindRun(db: Executor, t: Tables, r: Rewind): Promise<Rec
     SET recovery_point = ${r.recoveryPoint}, status = 'in_flight', owner_token = NULL,
         locked_until = LEAST(locked_until, clock_timestamp()),
         attempt_floor = CASE WHEN status = 'parked' THEN attempt ELSE attempt_floor END,
-        parked_reason = NULL, parked_at = NULL, updated_at = clock_timestamp()
+        parked_reason = NULL, parked_at = NULL, updated_at = clock_timestamp(),
+        wait_kind = NULL, wait_name = NULL, wake_at = NULL, wait_until = NULL
     WHERE tenant_id = ${r.tenantId} AND key = ${r.key} AND run_id = ${r.runId}
       AND attempt = ${r.seenAttempt} AND recovery_point IS NOT DISTINCT FROM ${r.seenRecoveryPoint}::text
       AND (status IN ('parked', 'suspended') OR (status = 'in_flight' AND locked_until <= clock_timestamp()))

@@ -20,6 +20,7 @@ const COLOURS: Record<HistoryEntry["outcome"], string> = {
   failed: "#dc2626",
   started: "#f59e0b",
   interrupted: "#9ca3af",
+  discarded: "#d97706",
 };
 
 /** What a history entry's outcome reads as: a sleep or wait still open is where a suspended run waits. */

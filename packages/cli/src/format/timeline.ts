@@ -18,6 +18,9 @@ function outcomeLabel(entry: HistoryEntry, live: boolean, paint: Paint, suspende
       return paint("green", "reconciled");
     case "failed":
       return paint("red", "failed");
+    case "discarded":
+      // A stored signal that fails the wait's schema: thrown away, the run waits for another.
+      return paint("yellow", "signal discarded");
     case "interrupted":
       return paint("yellow", "interrupted (taken over)");
     case "started":

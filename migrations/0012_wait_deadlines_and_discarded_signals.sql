@@ -8,7 +8,7 @@
 
 -- The deadline of the `.waitFor` the run waits at (DB clock), set when it
 -- first suspends there; NULL for a wait without timeout and for a sleep.
-ALTER TABLE runs ADD COLUMN wait_until timestamptz;
+ALTER TABLE runs ADD COLUMN IF NOT EXISTS wait_until timestamptz;
 
 -- Runs at a wait now: their wake_at is the deadline unless a signal already
 -- woke them (then it is lost, and the run reads that signal anyway).
@@ -21,6 +21,6 @@ WHERE r.status <> 'completed' AND r.wait_kind = 'signal' AND r.wake_at IS NOT NU
 
 -- 'discarded': a wait found a stored signal that fails its schema and threw
 -- it away (the entry's error says why); the run waits for another.
-ALTER TABLE run_history DROP CONSTRAINT run_history_outcome_check;
+ALTER TABLE run_history DROP CONSTRAINT IF EXISTS run_history_outcome_check;
 ALTER TABLE run_history ADD CONSTRAINT run_history_outcome_check
   CHECK (outcome IN ('started', 'interrupted', 'succeeded', 'failed', 'reconciled', 'discarded'));

@@ -74,7 +74,7 @@ describe.skipIf(!existsSync(CHROMIUM))("idempo console in a browser", () => {
   const alerts: string[] = [];
 
   beforeAll(async () => {
-    engine = createEngine({ db: seeded.db });
+    engine = createEngine({ db: seeded.db, workflows: [payment] });
     [readOnly, withActions, browser] = await Promise.all([
       startConsoleProcess(seeded.url),
       startConsoleProcess(seeded.url, ["--allow-actions"]),

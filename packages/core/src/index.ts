@@ -52,6 +52,7 @@ export type {
   RunStatus,
   WaitingFor,
 } from "./runtime/operator/records.js";
+export type { SignalOptions } from "./runtime/signal-delivery/deliver-signal.js";
 export type { SignalResult } from "./runtime/signal-delivery/signal-acceptance.js";
 export type { WaitOptions } from "./runtime/signal-delivery/wait-for-completion.js";
 export type { LogFields, Logger } from "./telemetry/logger.js";

@@ -51,9 +51,10 @@ async function lockWaiters(): Promise<number> {
 
 describe("the lost wake-up", () => {
   it("a signal sent while the wait holds the run's row waits for the suspension, then wakes the run", async () => {
-    const runner = createEngine({ db: t.connect(3) });
-    const sender = createEngine({ db: t.connect(3) });
     const { wf } = confirmed("race_hook");
+    const runner = createEngine({ db: t.connect(3) });
+    // The signalling process has the workflow: it checks payloads against the run's version.
+    const sender = createEngine({ db: t.connect(3), workflows: [wf] });
     const pause = pauseAt(runner, "locked:wait:confirmed");
     const running = runner.runOnce(wf, { tenantId: T, key: "h1", input: {} });
     await pause.reached;
@@ -72,9 +73,9 @@ describe("the lost wake-up", () => {
   });
 
   it("run and signal started together, many times: every run ends completed or due, never asleep on a signal that came", async () => {
-    const runner = createEngine({ db: t.connect(4) });
-    const sender = createEngine({ db: t.connect(4) });
     const { wf, counter } = confirmed("race_parallel");
+    const runner = createEngine({ db: t.connect(4) });
+    const sender = createEngine({ db: t.connect(4), workflows: [wf] });
     const n = 60;
     for (let i = 0; i < n; i++) {
       const key = `p${i}`;
@@ -111,13 +112,13 @@ describe("the lost wake-up", () => {
 
 describe("duplicate signals racing the wait", () => {
   it("three identical deliveries at once, while the run reaches its wait: one counts, the payload is merged once", async () => {
+    const { wf, counter } = confirmed("race_dupes");
     const runner = createEngine({ db: t.connect(3) });
     const senders = [
-      createEngine({ db: t.connect(2) }),
-      createEngine({ db: t.connect(2) }),
-      createEngine({ db: t.connect(2) }),
+      createEngine({ db: t.connect(2), workflows: [wf] }),
+      createEngine({ db: t.connect(2), workflows: [wf] }),
+      createEngine({ db: t.connect(2), workflows: [wf] }),
     ];
-    const { wf, counter } = confirmed("race_dupes");
     const n = 30;
     for (let i = 0; i < n; i++) {
       const key = `d${i}`;

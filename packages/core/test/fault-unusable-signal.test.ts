@@ -226,7 +226,10 @@ describe("a stored signal that fails the schema never parks the run", () => {
     await engine.unpark(T, "up");
     expect(await engine.runOnce(wf, { tenantId: T, key: "up", input: {} })).toMatchObject({ status: 202 });
     expect((await engine.inspect(T, "up"))?.status).toBe("suspended");
-    expect(await engine.signal(T, "up", "three_ds", { outcome: "succeeded" })).toEqual({ duplicate: false, woke: true });
+    expect(await engine.signal(T, "up", "three_ds", { outcome: "succeeded" })).toEqual({
+      duplicate: false,
+      woke: true,
+    });
     expect(await engine.runOnce(wf, { tenantId: T, key: "up", input: {} })).toMatchObject({
       status: 200,
       body: { captured: "succeeded" },

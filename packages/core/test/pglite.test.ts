@@ -294,6 +294,32 @@ describe("PGlite: durable waits and background runs", () => {
     }
   });
 
+  it("signal with { tx } inside the application's transaction (one connection: without tx it would wait for it)", async () => {
+    const engine = createEngine({ db });
+    const wf = workflow("pglite_signal_tx")
+      .waitFor("confirmed", { schema: z.object({ ok: z.boolean() }) })
+      .respond(({ state }) => ({ status: 201, body: state }));
+    expect((await engine.runOnce(wf, { tenantId: T, key: "stx", input: {} })).status).toBe(202);
+    await expect(
+      db.transaction().execute(async (tx) => {
+        await engine.signal(T, "stx", "confirmed", { ok: false }, { tx });
+        throw new Error("rolled back");
+      }),
+    ).rejects.toThrow("rolled back");
+    expect((await engine.inspect(T, "stx"))?.status).toBe("suspended");
+    await db.transaction().execute(async (tx) => {
+      await sql`INSERT INTO orders (id, tenant_id, cart_id, amount_cents) VALUES ('o-stx', ${T}, 'c', 1)`.execute(tx);
+      expect(await engine.signal(T, "stx", "confirmed", { ok: true }, { tx })).toEqual({
+        duplicate: false,
+        woke: true,
+      });
+    });
+    expect(await engine.runOnce(wf, { tenantId: T, key: "stx", input: {} })).toMatchObject({
+      status: 201,
+      body: { confirmed: { ok: true } },
+    });
+  });
+
   it("sleep: 202, then resumed by runOnce once due", async () => {
     const engine = createEngine({ db });
     const wf = workflow("pglite_sleep")

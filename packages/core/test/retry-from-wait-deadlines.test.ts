@@ -11,8 +11,8 @@ import { expect, it } from "vitest";
 import { z } from "zod";
 import { createEngine, workflow } from "../src/index.ts";
 import { requestFingerprint } from "../src/json/fingerprint.ts";
-import { crashAt, waitFor } from "./support/faults.ts";
 import { useTestDatabase } from "./support/db.ts";
+import { crashAt, waitFor } from "./support/faults.ts";
 
 const t = useTestDatabase({ pool: 4 });
 const T = "acme";

@@ -171,9 +171,7 @@ describe("engine.signal with { tx }", () => {
       return res;
     });
     await firstSignalled;
-    const second = other
-      .transaction()
-      .execute(async (tx) => engine.signal(T, "d1", "confirmed", { ok: true }, { tx }));
+    const second = other.transaction().execute(async (tx) => engine.signal(T, "d1", "confirmed", { ok: true }, { tx }));
     // The second holds no lock yet: it waits on the run's row, which the first holds.
     await expect
       .poll(
@@ -198,9 +196,7 @@ describe("engine.signal with { tx }", () => {
     const engine = createEngine({ db: t.db });
     const wf = confirmation("tx_signal_options");
     await engine.runOnce(wf, { tenantId: T, key: "x1", input: {} });
-    const notTx = await engine
-      .signal(T, "x1", "confirmed", { ok: true }, { tx: t.db as never })
-      .catch((e) => e);
+    const notTx = await engine.signal(T, "x1", "confirmed", { ok: true }, { tx: t.db as never }).catch((e) => e);
     expect(notTx).toBeInstanceOf(InvalidOptionError);
     expect(notTx.message).toContain("tx");
     const misspelt = await engine

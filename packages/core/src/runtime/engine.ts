@@ -31,6 +31,7 @@ import { inspect, listKeys } from "./operator/inspection.js";
 import type { OperatorVerbs } from "./operator/operator-verbs.js";
 import { operatorVerbs } from "./operator/operator-verbs.js";
 import type { KeyPage, ListKeysOptions, RunRecord } from "./operator/records.js";
+import type { SignalOptions } from "./signal-delivery/deliver-signal.js";
 import { signalRun } from "./signal-delivery/deliver-signal.js";
 import type { SignalResult } from "./signal-delivery/signal-acceptance.js";
 import type { WaitOptions } from "./signal-delivery/wait-for-completion.js";
@@ -82,13 +83,39 @@ export interface Engine extends AdminApi, OperatorVerbs {
    * the item becomes due at once. The same name with the same canonical
    * payload again is a no-op (`duplicate: true`), also after the run completed.
    *
+   * The payload is checked against the wait's schema in the version the
+   * run started under before anything is stored, so this engine must have
+   * that version (given in `createEngine({ workflows })`, directly or
+   * through `.replaces`, or run by it); without it nothing is stored. A
+   * stored signal that fails the schema (written to the table unchecked)
+   * gives way to a valid one, with a `discarded` entry in the run's history.
+   *
+   * With `{ tx }` the signal is written in the caller's transaction and
+   * commits or rolls back with it; workers are woken on its commit. That is
+   * also the only way to signal from inside a transaction on PGlite (one
+   * connection): without `tx` the call would wait for that transaction.
+   *
+   * @example
+   * await db.transaction().execute(async (tx) => {
+   *   await tx.insertInto("settlements").values({ transfer_id: "t1" }).execute();
+   *   await engine.signal("acme", "transfer-t1", "settled", { reference: "BANK-81" }, { tx });
+   * });
+   *
    * @throws InvalidIdempotencyKeyError (400) bad key or tenant, before any SQL.
+   * @throws InvalidOptionError (500) an unknown option, or a `tx` that is not a Kysely transaction, before any SQL.
    * @throws InputValidationError (400) the payload is not JSON or fails the wait's schema, or the run's workflow waits for no such name.
    * @throws IdempotencyKeyMismatchError (422) a different payload was already delivered under this name.
-   * @throws RunStateError (409) the run is completed and this signal is new, or the wait timed out before it arrived.
+   * @throws RunStateError (409) the run is completed and this signal is new, or the wait timed out before it
+   *   arrived, or this engine lacks the workflow version the run started under (the message names it).
    * @throws RunNotFoundError (404) the key has no record (or only one past retention).
    */
-  signal(tenantId: string, key: string, name: string, payload: unknown): Promise<SignalResult>;
+  signal<DB = unknown>(
+    tenantId: string,
+    key: string,
+    name: string,
+    payload: unknown,
+    options?: SignalOptions<DB>,
+  ): Promise<SignalResult>;
   /**
    * Wait for a run to complete and return its stored response
    * (`replayed: true`), without taking part in it. Woken by NOTIFY when the
@@ -162,7 +189,8 @@ export function createEngine<DB>(options: EngineOptions<DB>): Engine {
     sweep: (opts) => sweep(ctx, opts),
     startRelay: (opts) => startRelay(db, tables, () => faultHookOf(engine), ctx.telemetry, opts),
     enqueue: (tx, wf, request) => enqueue(ctx, tx, wf, request),
-    signal: (tenantId, key, name, payload) => signalRun(ctx, tenantId, key, name, payload),
+    signal: (tenantId, key, name, payload, options) =>
+      signalRun(ctx, tenantId, key, name, payload, options as SignalOptions<unknown> | undefined),
     wait: (tenantId, key, opts) => waitForCompletion(ctx, tenantId, key, opts),
     startWorker: (opts) => startWorker(ctx, opts),
     migrate: () => applyMigrations(db, tables),

@@ -5,6 +5,7 @@ import { MAX_STORED_MS } from "../../options/limits.js";
 import type { Advance } from "../../store/progress.js";
 import { completeRun } from "../../store/progress.js";
 import type { Executor, StoredResponse } from "../../store/run-store.js";
+import { discardSignal } from "../../store/signals.js";
 import { advancePastWait, checkSignalOrSuspend, lockOwnRun, suspendForSleep } from "../../store/suspension.js";
 import type { RunInfo, TimeoutContext } from "../../workflow/context.js";
 import { FailThrow } from "./control-flow.js";
@@ -12,7 +13,7 @@ import type { ItemRun, Outcome } from "./item-run.js";
 import { completeWithFailure, control, respondWith, resultOf, runInfo } from "./item-run.js";
 import type { Plan } from "./plan.js";
 import type { RunResult } from "./run-result.js";
-import { bodyText, mergeState, parseSignalPayload } from "./values.js";
+import { bodyText, checkWaitPayload, discardReason, mergeState } from "./values.js";
 
 /** The 202 a suspension answers with: the workflow's `accepted` body, or null. */
 async function suspendedResult(plan: Plan, info: RunInfo<unknown, unknown>): Promise<RunResult<unknown>> {
@@ -60,7 +61,10 @@ function waitTimeoutResponse(name: string, timeoutMs: number | undefined): Store
 /**
  * A `.waitFor` item, in one transaction that locks the run's row first (see
  * `checkSignalOrSuspend` for the race this closes): merge the signal and
- * move on, or suspend, or, past the deadline, let `onTimeout` decide.
+ * move on, or suspend, or, past the deadline, let `onTimeout` decide. A
+ * stored signal that fails the wait's schema is discarded in the same
+ * transaction (with a history entry) and the run waits on, as if it had
+ * never come.
  */
 export async function runWait(run: ItemRun<"wait">): Promise<Outcome> {
   const { deps, plan, lease, item, info, last, hook } = run;
@@ -82,17 +86,28 @@ export async function runWait(run: ItemRun<"wait">): Promise<Outcome> {
     if (!(await lockOwnRun(tx, deps.tables, plan.own))) throw lease.lost();
     if (hook) await hook(`locked:wait:${item.name}`);
     lease.finishing();
-    const found = await checkSignalOrSuspend(tx, deps.tables, plan.own, {
-      name: item.name,
-      attempt: plan.attempt,
-      timeoutMs: item.options.timeoutMs ?? null,
-    });
-    if (found.kind === "lost") throw lease.lost();
+    const check = { name: item.name, attempt: plan.attempt, timeoutMs: item.options.timeoutMs ?? null };
+    let found = await checkSignalOrSuspend(tx, deps.tables, plan.own, check);
+    if (found.kind === "signal") {
+      const checked = await checkWaitPayload(item, JSON.parse(found.payload) as JsonValue);
+      if (checked.ok) return advanceWith(tx, checked.value);
+      // Stored unchecked (SQL, an older release): never park on it. Throw it away and wait for the next one.
+      const { tenantId, key, runId } = plan.own;
+      await discardSignal(tx, deps.tables, {
+        tenantId,
+        key,
+        runId,
+        name: item.name,
+        fingerprint: found.fingerprint,
+        attempt: plan.attempt,
+        reason: discardReason(item.name, checked.issues),
+      });
+      found = await checkSignalOrSuspend(tx, deps.tables, plan.own, { ...check, afterDiscard: true });
+    }
+    if (found.kind === "lost" || found.kind === "signal") throw lease.lost();
     // A failing `accepted` rolls the suspension back with it.
     if (found.kind === "suspended") return { kind: "done", result: await suspendedResult(plan, info) };
-    if (found.kind === "timed_out") return "timed_out";
-    const payload = await parseSignalPayload(item, JSON.parse(found.payload) as JsonValue, where);
-    return advanceWith(tx, payload);
+    return "timed_out";
   });
   const outcome = await lease.until(work);
   if (outcome !== "timed_out") return outcome;

@@ -139,19 +139,11 @@ export async function checkWaitPayload(
 }
 
 /**
- * A signal's payload as a `.waitFor` item merges it: parsed by the item's
- * schema when it has one. A payload the schema refuses (sent through an
- * engine that did not know the workflow) cannot be merged.
- *
- * @throws UnstorableValueError naming the wait and the paths the schema refused.
+ * The error a run's history keeps for a stored signal discarded because it
+ * fails the wait's schema (one stored unchecked: through SQL, or by an older
+ * release): the wait and the schema's issues, never the payload itself.
  */
-export async function parseSignalPayload(
-  item: Extract<Item, { kind: "wait" }>,
-  payload: JsonValue,
-  where: string,
-): Promise<unknown> {
-  const checked = await checkWaitPayload(item, payload);
-  if (!checked.ok)
-    throw new UnstorableValueError(`${where} (the stored signal fails the wait's schema)`, checked.issues);
-  return checked.value;
+export function discardReason(name: string, issues: readonly InputIssue[]): string {
+  const found = issues.map((i) => `${i.path}: ${i.message}`).join("; ");
+  return `signal_discarded: the stored signal '${name}' fails the wait's schema (${found}); the run waits for another`;
 }

@@ -18,9 +18,11 @@ export interface HistoryEntry {
   readonly derivedKey: string | null;
   /**
    * `started`: the step's call may be under way, or in doubt after a crash;
-   * `interrupted`: a later attempt found it started and took the step over.
+   * `interrupted`: a later attempt found it started and took the step over;
+   * `discarded` (wait entries): a stored signal failed the wait's schema and
+   * was thrown away, `error` says why; the run waited for another.
    */
-  readonly outcome: "started" | "interrupted" | "succeeded" | "failed" | "reconciled";
+  readonly outcome: "started" | "interrupted" | "succeeded" | "failed" | "reconciled" | "discarded";
   readonly error: string | null;
   /** DB clock. */
   readonly startedAt: Date;

@@ -1,12 +1,57 @@
 /** `engine.signal`: check a durable signal, keep it for its run and wake the run when it waits for it. */
-import { InputValidationError, RunNotFoundError } from "../../errors.js";
+import type { Transaction } from "kysely";
+import { InputValidationError, InvalidOptionError, RunNotFoundError } from "../../errors.js";
 import { requestFingerprint } from "../../json/fingerprint.js";
 import { toJsonValue } from "../../json/json-value.js";
 import { assertValidKey, assertValidRunKey } from "../../keys/key-validation.js";
-import { deliverSignal, lockRunForSignal } from "../../store/signals.js";
+import type { Executor } from "../../store/run-store.js";
+import type { SignalDelivery } from "../../store/signals.js";
+import { deliverSignal, discardSignal, lockRunForSignal, TIMED_OUT } from "../../store/signals.js";
 import type { EngineContext } from "../engine-context.js";
 import type { SignalResult } from "./signal-acceptance.js";
-import { acceptance, checkPayload, checkWaitsFor } from "./signal-acceptance.js";
+import { acceptance, checkPayload, checkWaitsFor, ownWait, unusableStoredSignal } from "./signal-acceptance.js";
+
+/** Options of `engine.signal`. */
+export interface SignalOptions<DB = unknown> {
+  /**
+   * The caller's Kysely transaction: the signal is written in it and exists
+   * exactly when it commits (a rollback leaves no signal and no wake-up;
+   * workers are notified on its commit). The run's row stays locked until
+   * it ends. Without it, `signal` runs its own transaction on the engine's
+   * database (Default: none).
+   */
+  readonly tx?: Transaction<DB>;
+}
+
+const KNOWN_OPTIONS = ["tx"];
+
+/**
+ * The caller's transaction, without its plugins (the engine's statements
+ * name their columns as stored), or undefined for a transaction of our own.
+ *
+ * @throws InvalidOptionError for an unknown option or a `tx` that is not a transaction.
+ */
+function callerTransaction(options: unknown): Executor | undefined {
+  if (options === undefined) return undefined;
+  if (typeof options !== "object" || options === null || Array.isArray(options)) {
+    throw new InvalidOptionError("options", `signal: options must be an object ({ tx }), got ${String(options)}`);
+  }
+  const unknown = Object.keys(options).find((k) => !KNOWN_OPTIONS.includes(k));
+  if (unknown !== undefined) {
+    throw new InvalidOptionError(unknown, `signal: unknown option '${unknown}' (known: ${KNOWN_OPTIONS.join(", ")})`);
+  }
+  const tx = (options as { tx?: unknown }).tx;
+  if (tx === undefined) return undefined;
+  const candidate = tx as { isTransaction?: unknown; withoutPlugins?: unknown } | null;
+  if (candidate?.isTransaction !== true || typeof candidate.withoutPlugins !== "function") {
+    throw new InvalidOptionError(
+      "tx",
+      "signal: tx must be the caller's Kysely transaction (the tx of db.transaction().execute(async (tx) => ...)), " +
+        "not a Kysely instance: the signal is written in it and commits with it",
+    );
+  }
+  return (tx as Executor).withoutPlugins();
+}
 
 /** Deliver a durable signal to a run's `.waitFor(name)`; see `Engine.signal`. */
 export async function signalRun(
@@ -15,6 +60,7 @@ export async function signalRun(
   key: string,
   name: string,
   payload: unknown,
+  options?: SignalOptions<unknown>,
 ): Promise<SignalResult> {
   assertValidRunKey(tenantId, key);
   assertValidKey(name, "signal name");
@@ -22,22 +68,37 @@ export async function signalRun(
   if (!converted.ok) {
     throw new InputValidationError(converted.issues.map((i) => ({ ...i, path: `payload${i.path.slice(1)}` })));
   }
+  const caller = callerTransaction(options);
   const json = converted.value;
   const fingerprint = requestFingerprint(`signal:${name}`, json);
-  return ctx.db.transaction().execute(async (tx) => {
+  const deliver = async (tx: Executor): Promise<SignalResult> => {
     const run = await lockRunForSignal(tx, ctx.tables, tenantId, key);
     if (!run || run.expired) throw new RunNotFoundError(tenantId, key);
     checkWaitsFor(run, name);
-    await checkPayload(ctx.workflows, run, name, json);
-    const done = await deliverSignal(tx, ctx.tables, {
+    const wait = ownWait(ctx.workflows, run, name);
+    if (wait.known) await checkPayload(wait.item, json);
+    const delivery: SignalDelivery = {
       tenantId,
       key,
       runId: run.runId,
       name,
       payload: JSON.stringify(json),
       fingerprint,
-      mayStore: run.status !== "completed",
-    });
-    return acceptance({ ...run, tenantId, key }, name, fingerprint, done);
-  });
+      // Nothing is stored that the run might not be able to use.
+      mayStore: wait.known && run.status !== "completed",
+    };
+    let done = await deliverSignal(tx, ctx.tables, delivery);
+    const other = done.existing !== null && done.existing !== TIMED_OUT && done.existing !== fingerprint;
+    if (other && delivery.mayStore && wait.known) {
+      // The one stored may have been stored unchecked: one the run cannot use gives way to this one.
+      const reason = await unusableStoredSignal(wait.item, done);
+      if (reason !== null) {
+        const unusable = { tenantId, key, runId: run.runId, name, fingerprint: done.existing ?? "" };
+        await discardSignal(tx, ctx.tables, { ...unusable, attempt: run.attempt, reason });
+        done = await deliverSignal(tx, ctx.tables, delivery);
+      }
+    }
+    return acceptance({ ...run, tenantId, key }, name, fingerprint, done, wait);
+  };
+  return caller ? deliver(caller) : ctx.db.transaction().execute(deliver);
 }

@@ -1,15 +1,17 @@
 /**
  * The rules a durable signal must pass to be kept for a run, beside the
  * statements that keep it (`store/signals.ts`): the run's workflow waits for
- * the name; the payload passes that wait's schema in the run's own version;
- * and what the delivery statement found decides between new, duplicate,
- * mismatch, too late and timed out.
+ * the name; the engine has the run's own version and the payload passes
+ * that wait's schema there (so an acknowledged signal is one the run can
+ * use); and what the delivery statement found decides between new,
+ * duplicate, mismatch, too late and timed out.
  */
 import { IdempotencyKeyMismatchError, InputValidationError, RunStateError } from "../../errors.js";
 import type { JsonValue } from "../../json/json-value.js";
 import type { SignalStored, SignalTarget } from "../../store/signals.js";
 import { TIMED_OUT } from "../../store/signals.js";
-import { checkWaitPayload } from "../execution/values.js";
+import type { Item } from "../../workflow/definition.js";
+import { checkWaitPayload, discardReason } from "../execution/values.js";
 import type { KnownWorkflows } from "../known-workflows.js";
 
 /** What `signal` did. */
@@ -41,23 +43,39 @@ export function checkWaitsFor(run: SignalTarget, name: string): void {
   ]);
 }
 
+/** The `.waitFor` item a signal is for, in the version the run started under, when this engine has it. */
+export type OwnWait =
+  | { readonly known: true; readonly item: Extract<Item, { kind: "wait" }> }
+  | { readonly known: false; readonly message: string };
+
 /**
- * The payload must pass the wait's schema when this engine knows the run's
- * workflow: the run's own version when deployed (that is the schema the run
- * parses the payload with), else the first known version's.
+ * Find the wait in the run's own version: that is the schema the run
+ * parses the payload with. Another version's schema proves nothing about
+ * it, so without the run's version the engine cannot check the payload and
+ * must not store it.
+ */
+export function ownWait(known: KnownWorkflows, run: SignalTarget, name: string): OwnWait {
+  const versions = known.versions(run.workflow);
+  const own = versions.find((def) => def.version === run.workflowVersion);
+  const item = own?.items.find((i): i is Extract<Item, { kind: "wait" }> => i.kind === "wait" && i.name === name);
+  if (item) return { known: true, item };
+  const has =
+    versions.length > 0 ? `it has version ${versions.map((d) => d.version).join(", ")}` : "it has no version of it";
+  return {
+    known: false,
+    message:
+      `the run started under workflow '${run.workflow}' version ${run.workflowVersion}, which this engine does not have ` +
+      `(${has}), so signal '${name}' cannot be checked against that version's schema and nothing was stored; ` +
+      "give the signalling engine that version (createEngine({ workflows }), or .replaces(...) on the newest)",
+  };
+}
+
+/**
+ * The payload must pass the wait's schema (when it has one).
  *
  * @throws InputValidationError with the schema's issues under `payload`.
  */
-export async function checkPayload(
-  known: KnownWorkflows,
-  run: SignalTarget,
-  name: string,
-  json: JsonValue,
-): Promise<void> {
-  const versions = known.versions(run.workflow);
-  const own = versions.find((def) => def.version === run.workflowVersion);
-  const item = (own ? [own] : versions).flatMap((def) => def.items).find((i) => i.kind === "wait" && i.name === name);
-  if (item?.kind !== "wait" || !item.options.schema) return;
+export async function checkPayload(item: Extract<Item, { kind: "wait" }>, json: JsonValue): Promise<void> {
   const checked = await checkWaitPayload(item, json);
   if (!checked.ok) {
     throw new InputValidationError(
@@ -68,9 +86,24 @@ export async function checkPayload(
 }
 
 /**
+ * The history error of a stored signal that a corrected delivery replaces,
+ * or null when the stored one passes the schema (the new one is then a
+ * conflicting payload).
+ */
+export async function unusableStoredSignal(
+  item: Extract<Item, { kind: "wait" }>,
+  stored: SignalStored,
+): Promise<string | null> {
+  if (stored.existingPayload === null) return null;
+  const checked = await checkWaitPayload(item, JSON.parse(stored.existingPayload) as JsonValue);
+  return checked.ok ? null : discardReason(item.name, checked.issues);
+}
+
+/**
  * What the delivery statement's finding means for the caller.
  *
- * @throws RunStateError the wait timed out before the signal, or the run completed before it.
+ * @throws RunStateError the wait timed out before the signal, or the run completed before it, or the
+ *   engine lacks the run's version and the signal is not a repeat of the one delivered.
  * @throws IdempotencyKeyMismatchError another payload was delivered under the name.
  */
 export function acceptance(
@@ -78,6 +111,7 @@ export function acceptance(
   name: string,
   fingerprint: string,
   done: SignalStored,
+  wait: OwnWait,
 ): SignalResult {
   const { tenantId, key } = run;
   if (done.existing !== null) {
@@ -91,7 +125,12 @@ export function acceptance(
       );
     }
     if (done.existing === fingerprint) return { duplicate: true, woke: false };
+    // Without the run's version, the stored payload may be one the run will discard: no verdict on it.
+    if (!wait.known) throw new RunStateError(tenantId, key, run.status, wait.message);
     throw new IdempotencyKeyMismatchError(tenantId, key, `a different payload for signal '${name}'`);
+  }
+  if (!done.stored && run.status !== "completed" && !wait.known) {
+    throw new RunStateError(tenantId, key, run.status, wait.message);
   }
   if (!done.stored) {
     throw new RunStateError(

@@ -167,11 +167,12 @@ async function main(): Promise<boolean> {
   const worker: { current?: Worker | undefined } = {};
   try {
     const { db } = database;
-    const engine = createEngine({ db });
-    await engine.migrate();
-    await createOrdersTable(db);
     const pspUrl = await psp.start();
     const flow = checkout3ds(new PspClient(pspUrl), { confirmTimeoutMs: CONFIRM_TIMEOUT_MS });
+    // The webhook checks each signal against the run's version of the flow: the engine must have it from the start.
+    const engine = createEngine({ db, workflows: [flow] });
+    await engine.migrate();
+    await createOrdersTable(db);
     const app = shopApp(engine, flow, { webhookSecret: WEBHOOK_SECRET });
     server = await new Promise<ServerType>((resolve) => {
       const s = serve({ fetch: app.fetch, port: 0, hostname: "127.0.0.1" }, () => resolve(s));

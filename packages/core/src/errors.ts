@@ -53,6 +53,45 @@ export class IdempotencyKeyMismatchError extends IdempoError {
   }
 }
 
+/**
+ * The key named a request that completed, and its stored record has expired
+ * (410): only its tombstone is left, which keeps no response to replay. The
+ * request is refused instead of running again, whether or not the sweeper
+ * has removed the record yet; a different payload under the key is still a
+ * mismatch (422). A retry this late is usually a queue replay or a client
+ * that kept a request for days: check what the first request did (its
+ * `outcome`) before sending a new one with a new key. After
+ * `tombstoneUntil` the key is forgotten and runs again as new (workflow
+ * option `tombstoneMs`; see docs/retention.md).
+ */
+export class IdempotencyKeyExpiredError extends IdempoError {
+  /** How the run ended: `succeeded`, `failed`, `errored` or `canceled`. */
+  readonly outcome: string;
+  /** When the run completed (DB clock). */
+  readonly completedAt: Date;
+  /** When its record expired, the end of its retention (DB clock). */
+  readonly expiredAt: Date;
+  /** When the tombstone goes (DB clock); from then on the key runs again as new. */
+  readonly tombstoneUntil: Date;
+  constructor(
+    tenantId: string,
+    key: string,
+    tombstone: { outcome: string; completedAt: Date; expiredAt: Date; tombstoneUntil: Date },
+  ) {
+    super(
+      "key_expired",
+      410,
+      `idempotency key '${key}' (tenant '${tenantId}') named a request that completed (${tombstone.outcome}) at ` +
+        `${tombstone.completedAt.toISOString()}; its stored response expired at ${tombstone.expiredAt.toISOString()}, ` +
+        "so it is not run again: use a new key for a new request",
+    );
+    this.outcome = tombstone.outcome;
+    this.completedAt = tombstone.completedAt;
+    this.expiredAt = tombstone.expiredAt;
+    this.tombstoneUntil = tombstone.tombstoneUntil;
+  }
+}
+
 /** One problem found in an input value: where it is and what is wrong. */
 export interface InputIssue {
   /** JSON-path-like location, e.g. `$.items[2].amount`. */

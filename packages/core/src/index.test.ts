@@ -9,6 +9,7 @@ describe("public exports", () => {
       "AttemptTimeoutError",
       "DatabaseUnavailableError",
       "IdempoError",
+      "IdempotencyKeyExpiredError",
       "IdempotencyKeyInProgressError",
       "IdempotencyKeyMismatchError",
       "InputValidationError",
@@ -39,6 +40,16 @@ describe("public exports", () => {
     const cases: [core.IdempoError, string, number][] = [
       [new core.IdempotencyKeyInProgressError("t", "k", 10), "key_in_progress", 409],
       [new core.IdempotencyKeyMismatchError("t", "k", "x"), "key_mismatch", 422],
+      [
+        new core.IdempotencyKeyExpiredError("t", "k", {
+          outcome: "succeeded",
+          completedAt: new Date(0),
+          expiredAt: new Date(1),
+          tombstoneUntil: new Date(2),
+        }),
+        "key_expired",
+        410,
+      ],
       [new core.InputValidationError([{ path: "$", message: "x" }]), "invalid_input", 400],
       [new core.InvalidIdempotencyKeyError("x"), "invalid_key", 400],
       [new core.LeaseLostError("t", "k", "x"), "lease_lost", 409],

@@ -3,6 +3,7 @@ export {
   AttemptTimeoutError,
   DatabaseUnavailableError,
   IdempoError,
+  IdempotencyKeyExpiredError,
   IdempotencyKeyInProgressError,
   IdempotencyKeyMismatchError,
   InputValidationError,
@@ -50,6 +51,7 @@ export type {
   RunOutcome,
   RunRecord,
   RunStatus,
+  TombstoneRecord,
   WaitingFor,
 } from "./runtime/operator/records.js";
 export type { SignalOptions } from "./runtime/signal-delivery/deliver-signal.js";

@@ -116,7 +116,7 @@ describe(".sleep", () => {
     expect(timers()).toBeLessThanOrEqual(before);
     expect(await rowCounts("week")).toEqual({ runs: 1, history: 2, signals: 0 });
     const rec = await first.inspect(T, "week");
-    const untilMs = (rec?.waitingFor?.until?.getTime() ?? 0) - (rec?.updatedAt.getTime() ?? 0);
+    const untilMs = (rec?.waitingFor?.until?.getTime() ?? 0) - (rec?.updatedAt?.getTime() ?? 0);
     expect(untilMs).toBeGreaterThan(7 * 24 * 60 * 60 * 1000 - 60_000);
     expect(rec?.wakeAt?.getTime()).toBe(rec?.waitingFor?.until?.getTime());
     expect((await first.listKeys({ status: "suspended", tenantId: T })).items.map((r) => r.key)).toContain("week");

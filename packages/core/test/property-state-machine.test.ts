@@ -356,6 +356,8 @@ function newRun(key: string, p: Payload, minted: Minted): NewRun {
     ownerToken: minted.token,
     leaseMs: LEASE_MS,
     retentionMs: RETENTION_MS,
+    // Past retention the model's keys are absent at once, as before tombstones.
+    tombstoneMs: 0,
   };
 }
 

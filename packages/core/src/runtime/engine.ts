@@ -30,7 +30,7 @@ import { adminApi } from "./operator/admin-api.js";
 import { inspect, listKeys } from "./operator/inspection.js";
 import type { OperatorVerbs } from "./operator/operator-verbs.js";
 import { operatorVerbs } from "./operator/operator-verbs.js";
-import type { KeyPage, ListKeysOptions, RunRecord } from "./operator/records.js";
+import type { KeyPage, ListKeysOptions, RunRecord, TombstoneRecord } from "./operator/records.js";
 import type { SignalOptions } from "./signal-delivery/deliver-signal.js";
 import { signalRun } from "./signal-delivery/deliver-signal.js";
 import type { SignalResult } from "./signal-delivery/signal-acceptance.js";
@@ -51,6 +51,7 @@ export interface Engine extends AdminApi, OperatorVerbs {
    * @throws InputValidationError (400) input not JSON or rejected by the schema, before any claim.
    * @throws IdempotencyKeyInProgressError (409) another attempt holds a valid lease; see `retryAfterMs`.
    * @throws IdempotencyKeyMismatchError (422) the key was used with another payload or workflow.
+   * @throws IdempotencyKeyExpiredError (410) the key's run completed and its record expired; its tombstone refuses the key until `tombstoneUntil` (workflow option `tombstoneMs`), then it runs again as new.
    * @throws LeaseLostError (409) this attempt was taken over while it worked.
    * @throws WorkflowDefinitionError (500) no deployed version (`workflow` and those it replaces) can finish the stored run.
    * @throws RunParkedError (500) the run is parked, or this takeover would exceed the workflow's `maxAttempts` and parked it.
@@ -64,12 +65,14 @@ export interface Engine extends AdminApi, OperatorVerbs {
    * 0 until a worker (`startWorker`) or a `runOnce` with the same key and
    * payload takes it. Same claim rules as `runOnce`: the same key with the
    * same payload is a no-op (`created: false`), another payload or
-   * workflow is a mismatch; a completed record past retention counts as absent.
+   * workflow is a mismatch; a completed record past retention refuses the
+   * key while its tombstone lasts, and counts as absent after it.
    *
    * @param tx the caller's transaction (or the database itself, for a run created on its own).
    * @throws InvalidIdempotencyKeyError (400) bad key or tenant, before any SQL.
    * @throws InputValidationError (400) input not JSON or rejected by the schema, before any SQL.
    * @throws IdempotencyKeyMismatchError (422) the key was used with another payload or workflow.
+   * @throws IdempotencyKeyExpiredError (410) the key's run completed and its record expired, and its tombstone lasts (as for `runOnce`).
    */
   enqueue<DB, In>(
     tx: Transaction<DB> | Kysely<DB>,
@@ -82,6 +85,8 @@ export interface Engine extends AdminApi, OperatorVerbs {
    * into state as `{ [name]: payload }` when it does; a run suspended on
    * the item becomes due at once. The same name with the same canonical
    * payload again is a no-op (`duplicate: true`), also after the run completed.
+   * Any signal for a run whose record expired is acknowledged with
+   * `expired: true` while its tombstone lasts, swept or not.
    *
    * The payload is checked against the wait's schema in the version the
    * run started under before anything is stored, so this engine must have
@@ -107,7 +112,7 @@ export interface Engine extends AdminApi, OperatorVerbs {
    * @throws IdempotencyKeyMismatchError (422) a different payload was already delivered under this name.
    * @throws RunStateError (409) the run is completed and this signal is new, or the wait timed out before it
    *   arrived, or this engine lacks the workflow version the run started under (the message names it).
-   * @throws RunNotFoundError (404) the key has no record (or only one past retention).
+   * @throws RunNotFoundError (404) the key has no record, nor a tombstone in force.
    */
   signal<DB = unknown>(
     tenantId: string,
@@ -124,14 +129,19 @@ export interface Engine extends AdminApi, OperatorVerbs {
    *
    * @throws IdempotencyKeyInProgressError (409) still not completed at the timeout; `retryAfterMs` as for `runOnce`.
    * @throws RunParkedError (500) the run is parked: it will not complete on its own.
-   * @throws RunNotFoundError (404) the key has no record (or only one past retention).
+   * @throws IdempotencyKeyExpiredError (410) the run completed and its record expired: its response is gone.
+   * @throws RunNotFoundError (404) the key has no record, nor a tombstone in force.
    * @throws InvalidIdempotencyKeyError (400) bad key or tenant.
    */
   wait(tenantId: string, key: string, options: WaitOptions): Promise<RunResult<unknown>>;
   /** Apply pending SQL migrations under an advisory lock; returns the names applied. Safe to call concurrently. */
   migrate(): Promise<string[]>;
-  /** The record of one key with its history, or `null` when absent. Lease time uses the DB clock. */
-  inspect(tenantId: string, key: string): Promise<RunRecord | null>;
+  /**
+   * The record of one key with its history; its tombstone (`status:
+   * 'expired'`) once the record expired and was swept, while the tombstone
+   * lasts; `null` when absent. Lease time uses the DB clock.
+   */
+  inspect(tenantId: string, key: string): Promise<RunRecord | TombstoneRecord | null>;
   /** One page of records, newest first; pass `nextCursor` back for the next page. */
   listKeys(options?: ListKeysOptions): Promise<KeyPage>;
   /**
@@ -143,10 +153,13 @@ export interface Engine extends AdminApi, OperatorVerbs {
   resumeStale(options: ResumeStaleOptions): Promise<ResumeReport>;
   /**
    * Delete completed records past retention in bounded batches (SKIP LOCKED;
-   * never in-flight records). Expired records already count as absent, so
-   * sweeping only reclaims space. Also deletes outbox messages delivered
-   * longer ago than `outboxRetentionMs` (pending and dead ones stay).
-   * @returns how many key records were deleted.
+   * never in-flight records), leaving a tombstone for each one whose
+   * `tombstoneMs` has not passed, and delete tombstones past their time, in
+   * batches of the same size. Expired records already answer as their
+   * tombstones, so sweeping only reclaims space. Also deletes outbox
+   * messages delivered longer ago than `outboxRetentionMs` (pending and
+   * dead ones stay).
+   * @returns how many key records were deleted (tombstones not counted).
    */
   sweep(options?: SweepOptions): Promise<number>;
   /**

@@ -4,8 +4,10 @@
  * a replay is answered by the same round trip without writing anything.
  */
 import { sql } from "kysely";
-import type { Executor, ExistingRun, RunOutcome, RunStatus, Tables, TakenRun } from "./run-store.js";
+import type { Executor, ExistingRun, RunStatus, Tables, TakenRun } from "./run-store.js";
 import { leaseInterval } from "./run-store.js";
+import type { TombstoneColumns } from "./tombstones.js";
+import { pastTombstone, tombstoneOf } from "./tombstones.js";
 
 export interface NewRun {
   readonly tenantId: string;
@@ -24,6 +26,8 @@ export interface NewRun {
   readonly ownerToken: string;
   readonly leaseMs: number;
   readonly retentionMs: number;
+  /** How long the record's tombstone stays after its retention, in ms; 0 for none. */
+  readonly tombstoneMs: number;
 }
 
 export type ClaimResult =
@@ -32,14 +36,13 @@ export type ClaimResult =
   /** A concurrent claim committed between this statement's snapshot and its insert; ask again. */
   | { readonly kind: "raced" };
 
-interface ClaimRow {
+interface ClaimRow extends TombstoneColumns {
   claimed: boolean;
   workflow: string | null;
   fingerprint: string | null;
   status: RunStatus | null;
   lease_remaining_ms: number | null;
   expired: boolean | null;
-  outcome: RunOutcome | null;
   parked_reason: string | null;
   response_status: number | null;
   response_body: string | null;
@@ -57,7 +60,7 @@ interface ClaimRow {
  * by then (forgotten, swept), the caller simply asks again.
  */
 export async function claimNewKey(db: Executor, t: Tables, run: NewRun): Promise<ClaimResult> {
-  // The statement is the function claim_new_key of migration 0009 (a cached plan on every driver).
+  // The statement is the function claim_new_key of migration 0010 (a cached plan on every driver).
   const rows = await t.calls.call<ClaimRow>(db, "claim_new_key", [
     run.tenantId,
     run.key,
@@ -72,6 +75,7 @@ export async function claimNewKey(db: Executor, t: Tables, run: NewRun): Promise
     run.ownerToken,
     run.leaseMs,
     run.retentionMs,
+    run.tombstoneMs,
   ]);
   const row = rows[0];
   if (!row) throw new Error("claim statement returned no row");
@@ -90,14 +94,16 @@ export async function claimNewKey(db: Executor, t: Tables, run: NewRun): Promise
       responseStatus: row.response_status,
       responseBody: row.response_body,
       wakeRemainingMs: row.wake_remaining_ms,
+      tombstone: tombstoneOf(row),
     },
   };
 }
 
 /**
- * Start a new run on a key whose completed record is past retention, which
- * counts as absent whether or not the sweeper has deleted it yet. Returns
- * false when another caller got there first.
+ * Start a new run on a key whose completed record is past retention and
+ * past its tombstone's time, which counts as absent whether or not the
+ * sweeper has deleted it yet. Returns false when another caller got there
+ * first (or the record still refuses the key).
  *
  * Race closed: ten callers on one expired key. The UPDATE row-locks the
  * record; the first rewrites it to in flight, and every other caller
@@ -115,11 +121,11 @@ export async function reclaimExpiredKey(db: Executor, t: Tables, run: NewRun): P
           status = 'in_flight', owner_token = ${run.ownerToken},
           locked_until = clock_timestamp() + ${leaseInterval(run.leaseMs)}, attempt = 1, attempt_floor = 0,
           parked_reason = NULL, parked_at = NULL, wake_at = NULL, wait_kind = NULL, wait_name = NULL, durable = false,
-          recovery_point = NULL, state = '{}', retention_ms = ${run.retentionMs}, outcome = NULL,
-          response_status = NULL, response_body = NULL, expires_at = NULL,
-          created_at = now(), updated_at = now(), completed_at = NULL
+          recovery_point = NULL, state = '{}', retention_ms = ${run.retentionMs},
+          tombstone_ms = ${run.tombstoneMs}, outcome = NULL, response_status = NULL, response_body = NULL,
+          expires_at = NULL, created_at = now(), updated_at = now(), completed_at = NULL
       WHERE tenant_id = ${run.tenantId} AND key = ${run.key}
-        AND status = 'completed' AND expires_at <= clock_timestamp()
+        AND status = 'completed' AND ${pastTombstone}
       RETURNING 1
     ), forget AS (
       DELETE FROM ${t.history} h

@@ -7,7 +7,9 @@
 import { sql } from "kysely";
 import type { NewRun } from "./claim.js";
 import { DUE_CHANNEL } from "./notify-channels.js";
-import type { Executor, RunStatus, Tables } from "./run-store.js";
+import type { Executor, RunStatus, Tables, Tombstone } from "./run-store.js";
+import type { TombstoneColumns } from "./tombstones.js";
+import { pastTombstone, tombstoneOf } from "./tombstones.js";
 
 /** What an enqueued run stores: a claim without owner and lease. */
 export type EnqueuedRun = Omit<NewRun, "ownerToken" | "leaseMs">;
@@ -20,13 +22,15 @@ export type EnqueueOutcome =
       readonly workflow: string;
       readonly fingerprint: string;
       readonly status: RunStatus;
-      /** A completed record past retention: it counts as absent. */
+      /** A completed record past retention: it counts as absent, unless `tombstone` still refuses the key. */
       readonly expired: boolean;
+      /** Set while the key is tombstoned (its record expired, swept or not, and its tombstone time has not passed). */
+      readonly tombstone: Tombstone | null;
     }
   /** A concurrent insert committed after this statement's snapshot; ask again. */
   | { readonly kind: "raced" };
 
-interface EnqueueRow {
+interface EnqueueRow extends TombstoneColumns {
   created: boolean;
   workflow: string | null;
   fingerprint: string | null;
@@ -35,34 +39,55 @@ interface EnqueueRow {
 }
 
 /**
- * Insert the run, or read the record the key already has, in one statement
- * on the caller's transaction; the NOTIFY it queues is delivered when (and
- * if) that transaction commits.
+ * Read the key, and insert the run when it has neither a record nor a live
+ * tombstone, in one statement on the caller's transaction; the NOTIFY it
+ * queues is delivered when (and if) that transaction commits.
  *
- * Race closed: two transactions enqueueing one key. The primary key lets one
- * INSERT win; the other waits for it to commit (or roll back) and then
- * either reads the winner's row or inserts its own. Nothing of a refused
- * enqueue is written.
+ * Races closed: (1) two transactions enqueueing one key. The primary key
+ * lets one INSERT win; the other's `ON CONFLICT DO NOTHING` waits for it to
+ * commit (or roll back), and the caller asks again. (2) The sweeper turning
+ * the key's expired record into a tombstone meanwhile: both are read in
+ * this statement's one snapshot, which holds the record or the tombstone
+ * (they change in one commit), so a tombstoned key is never inserted.
+ * Nothing of a refused enqueue is written.
  */
 export async function enqueueRun(tx: Executor, t: Tables, run: EnqueuedRun): Promise<EnqueueOutcome> {
   const { rows } = await sql<EnqueueRow>`/* idempo:enqueue */
-    WITH inserted AS (
+    WITH existing AS (
+      SELECT r.workflow, r.fingerprint, r.status, x.expired, r.outcome,
+             CASE WHEN x.expired THEN r.completed_at END AS completed_at,
+             CASE WHEN x.expired THEN r.expires_at END AS expires_at,
+             CASE WHEN x.expired AND x.kept_until > clock_timestamp() THEN x.kept_until END AS tombstone_until
+      FROM ${t.runs} r
+      CROSS JOIN LATERAL (
+        SELECT r.status = 'completed' AND r.expires_at <= clock_timestamp() AS expired,
+               r.expires_at + r.tombstone_ms * interval '1 millisecond' AS kept_until
+      ) x
+      WHERE r.tenant_id = ${run.tenantId} AND r.key = ${run.key}
+    ), buried AS (
+      SELECT tb.workflow, encode(tb.fingerprint, 'hex') AS fingerprint, 'completed'::text AS status, true AS expired,
+             tb.outcome, tb.completed_at, tb.expired_at AS expires_at, tb.kept_until AS tombstone_until
+      FROM ${t.tombstones} tb
+      WHERE tb.tenant_id = ${run.tenantId} AND tb.key = ${run.key} AND tb.kept_until > clock_timestamp()
+        AND NOT EXISTS (SELECT 1 FROM existing)
+    ), found AS (
+      SELECT * FROM existing UNION ALL SELECT * FROM buried
+    ), inserted AS (
       INSERT INTO ${t.runs} (tenant_id, key, run_id, workflow, definition, definition_hash, fingerprint,
                              input, parsed_input_hash, status, owner_token, locked_until, attempt, retention_ms,
-                             wake_at, durable, workflow_version)
-      VALUES (${run.tenantId}, ${run.key}, ${run.runId}, ${run.workflow}, ${JSON.stringify(run.outline)}::json,
-              ${run.definitionHash}, ${run.fingerprint}, ${run.input}::json, ${run.parsedInputHash}, 'suspended',
-              NULL, NULL, 0, ${run.retentionMs}, clock_timestamp(), true, ${run.workflowVersion})
+                             tombstone_ms, wake_at, durable, workflow_version)
+      SELECT ${run.tenantId}, ${run.key}, ${run.runId}, ${run.workflow}, ${JSON.stringify(run.outline)}::json,
+             ${run.definitionHash}, ${run.fingerprint}, ${run.input}::json, ${run.parsedInputHash}, 'suspended',
+             NULL, NULL, 0, ${run.retentionMs}, ${run.tombstoneMs}, clock_timestamp(), true, ${run.workflowVersion}
+      WHERE NOT EXISTS (SELECT 1 FROM found)
       ON CONFLICT (tenant_id, key) DO NOTHING
       RETURNING workflow
     ), notified AS (
       SELECT pg_notify(${DUE_CHANNEL}, workflow) FROM inserted
     )
-    SELECT EXISTS (SELECT 1 FROM inserted) AS created, (SELECT count(*) FROM notified) AS notified,
-           r.workflow, r.fingerprint, r.status,
-           (r.status = 'completed' AND r.expires_at <= clock_timestamp()) AS expired
+    SELECT EXISTS (SELECT 1 FROM inserted) AS created, (SELECT count(*) FROM notified) AS notified, f.*
     FROM (VALUES (1)) AS one (x)
-    LEFT JOIN ${t.runs} r ON r.tenant_id = ${run.tenantId} AND r.key = ${run.key}
+    LEFT JOIN found f ON true
   `.execute(tx);
   const row = rows[0];
   if (!row) throw new Error("enqueue statement returned no row");
@@ -74,13 +99,15 @@ export async function enqueueRun(tx: Executor, t: Tables, run: EnqueuedRun): Pro
     fingerprint: row.fingerprint,
     status: row.status,
     expired: row.expired === true,
+    tombstone: tombstoneOf(row),
   };
 }
 
 /**
- * Enqueue on a key whose completed record is past retention (it counts as
- * absent): rewrite the record as a new enqueued run, dropping the old run's
- * history and signals. Returns false when another caller got there first.
+ * Enqueue on a key whose completed record is past retention and past its
+ * tombstone's time (it counts as absent): rewrite the record as a new
+ * enqueued run, dropping the old run's history and signals. Returns false
+ * when another caller got there first.
  *
  * Race closed: as for the claim's reclaim, the row lock lets one caller
  * rewrite the record; the others re-check the guard against the new
@@ -95,11 +122,11 @@ export async function reclaimExpiredForEnqueue(tx: Executor, t: Tables, run: Enq
           fingerprint = ${run.fingerprint}, input = ${run.input}::json, parsed_input_hash = ${run.parsedInputHash},
           status = 'suspended', owner_token = NULL, locked_until = NULL, attempt = 0, attempt_floor = 0,
           parked_reason = NULL, parked_at = NULL, wake_at = clock_timestamp(), wait_kind = NULL, wait_name = NULL,
-          durable = true, recovery_point = NULL, state = '{}', retention_ms = ${run.retentionMs}, outcome = NULL,
-          response_status = NULL, response_body = NULL, expires_at = NULL, trace_parent = NULL,
-          created_at = now(), updated_at = now(), completed_at = NULL
+          durable = true, recovery_point = NULL, state = '{}', retention_ms = ${run.retentionMs},
+          tombstone_ms = ${run.tombstoneMs}, outcome = NULL, response_status = NULL, response_body = NULL,
+          expires_at = NULL, trace_parent = NULL, created_at = now(), updated_at = now(), completed_at = NULL
       WHERE tenant_id = ${run.tenantId} AND key = ${run.key}
-        AND status = 'completed' AND expires_at <= clock_timestamp()
+        AND status = 'completed' AND ${pastTombstone}
       RETURNING workflow
     ), forget AS (
       DELETE FROM ${t.history} h

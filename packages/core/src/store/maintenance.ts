@@ -1,6 +1,7 @@
 /**
  * Background statements: finding abandoned runs and sweeping expired
- * records. Both skip rows others hold, so they never stall the hot path.
+ * records into tombstones (tombstones.ts sweeps those in turn). Both skip
+ * rows others hold, so they never stall the hot path.
  */
 import { sql } from "kysely";
 import type { Executor, Tables } from "./run-store.js";
@@ -40,11 +41,15 @@ export async function selectStaleRuns(
 
 /**
  * Delete one bounded batch of completed records past retention, with their
- * history; returns how many records went.
+ * history and signals, and leave a tombstone for each one whose tombstone
+ * time has not passed; returns how many records went.
  *
  * Races closed: rows a claim is reclaiming right now are locked and skipped
  * (SKIP LOCKED), never waited on; the DELETE re-checks status and expiry so
  * a row that turned in flight is never deleted. In-flight rows never match.
+ * The record goes and its tombstone comes in the same statement, so a
+ * claim reading the key sees one or the other, never neither. A tombstone
+ * already there (of an earlier run of the key, past its time) is replaced.
  * The batch is read in expiry order from `runs_completed_expires_at`
  * (`now()` is an index condition, `clock_timestamp()` is not), so a sweep
  * with nothing expired reads one index page, whatever the table's size.
@@ -61,7 +66,20 @@ export async function sweepBatch(db: Executor, t: Tables, batchSize: number): Pr
       DELETE FROM ${t.runs} r USING doomed d
       WHERE r.tenant_id = d.tenant_id AND r.key = d.key
         AND r.status = 'completed' AND r.expires_at <= clock_timestamp()
-      RETURNING r.tenant_id, r.key, r.run_id
+      RETURNING r.tenant_id, r.key, r.run_id, r.workflow, r.outcome, r.fingerprint,
+                coalesce(r.completed_at, r.updated_at) AS completed_at, r.expires_at,
+                r.expires_at + r.tombstone_ms * interval '1 millisecond' AS kept_until
+    ), buried AS (
+      INSERT INTO ${t.tombstones} (completed_at, expired_at, kept_until, tenant_id, key, workflow, outcome, fingerprint)
+      SELECT completed_at, expires_at, kept_until, tenant_id, key, workflow, coalesce(outcome, 'succeeded'),
+             -- The engine's fingerprints are SHA-256 hex; a row written some other way still gets 32 bytes.
+             CASE WHEN fingerprint ~ '^[0-9a-f]{64}$' THEN decode(fingerprint, 'hex')
+                  ELSE sha256(convert_to(fingerprint, 'UTF8')) END
+      FROM gone
+      WHERE kept_until > clock_timestamp()
+      ON CONFLICT (tenant_id, key) DO UPDATE
+      SET completed_at = excluded.completed_at, expired_at = excluded.expired_at, kept_until = excluded.kept_until,
+          workflow = excluded.workflow, outcome = excluded.outcome, fingerprint = excluded.fingerprint
     ), forgotten AS (
       DELETE FROM ${t.history} h USING gone g
       WHERE h.tenant_id = g.tenant_id AND h.key = g.key AND h.run_id = g.run_id

@@ -4,6 +4,8 @@
  */
 import { sql } from "kysely";
 import type { Executor, RunOutcome, RunStatus, Tables } from "./run-store.js";
+import type { TombstoneColumns } from "./tombstones.js";
+import { pastTombstone, TOMBSTONE_UNTIL } from "./tombstones.js";
 
 export interface RecordRow {
   tenant_id: string;
@@ -34,6 +36,8 @@ export interface RecordRow {
   updated_at: Date;
   expires_at: Date | null;
   expired: boolean;
+  /** Completed with a tombstone time: when the tombstone ends (see store/tombstones.ts). */
+  tombstone_until: Date | null;
 }
 
 export interface HistoryRow {
@@ -56,7 +60,7 @@ export const RECORD_COLUMNS = sql`
        THEN ceil(extract(epoch FROM (locked_until - clock_timestamp())) * 1000)::float8 END AS lease_remaining_ms,
   outcome, response_status, response_body::text AS response_body, created_at, created_at::text AS created_at_exact,
   updated_at, expires_at,
-  (status = 'completed' AND expires_at <= clock_timestamp()) AS expired`;
+  (status = 'completed' AND expires_at <= clock_timestamp()) AS expired, ${TOMBSTONE_UNTIL} AS tombstone_until`;
 
 export async function selectRecord(db: Executor, t: Tables, tenantId: string, key: string): Promise<RecordRow | null> {
   const { rows } = await sql<RecordRow>`
@@ -120,10 +124,9 @@ export async function selectRecords(db: Executor, t: Tables, f: ListFilter): Pro
 }
 
 /** Where a run stands for someone waiting on it (`engine.wait`). */
-export interface OutcomeRow {
+export interface OutcomeRow extends TombstoneColumns {
   status: RunStatus;
   expired: boolean;
-  outcome: RunOutcome | null;
   response_status: number | null;
   response_body: string | null;
   parked_reason: string | null;
@@ -142,6 +145,10 @@ export async function selectOutcome(
 ): Promise<OutcomeRow | null> {
   const { rows } = await sql<OutcomeRow>`/* idempo:wait_poll */
     SELECT status, (status = 'completed' AND expires_at <= clock_timestamp()) AS expired, outcome, response_status,
+           completed_at, expires_at,
+           -- Set only while tombstoned: past retention, not past the tombstone's time.
+           CASE WHEN status = 'completed' AND expires_at <= clock_timestamp() AND NOT ${pastTombstone}
+                THEN ${TOMBSTONE_UNTIL} END AS tombstone_until,
            response_body::text AS response_body, parked_reason,
            CASE WHEN status = 'in_flight'
                 THEN ceil(extract(epoch FROM (locked_until - clock_timestamp())) * 1000)::float8 END AS lease_remaining_ms,

@@ -19,6 +19,7 @@ export interface Tables {
   readonly migrations: RawBuilder<unknown>;
   readonly outbox: RawBuilder<unknown>;
   readonly signals: RawBuilder<unknown>;
+  readonly tombstones: RawBuilder<unknown>;
   /** The calls of the statement functions in this schema. */
   readonly calls: StatementCalls;
 }
@@ -33,6 +34,7 @@ export function tablesIn(schema: string, prepare = true): Tables {
     migrations: sql.id(schema, "schema_migrations"),
     outbox: sql.id(schema, "outbox"),
     signals: sql.id(schema, "signals"),
+    tombstones: sql.id(schema, "tombstones"),
   };
 }
 
@@ -58,7 +60,7 @@ export interface ExistingRun {
   readonly status: RunStatus;
   /** Lease left on the DB clock, ms, at least 0 (in-flight rows). */
   readonly leaseRemainingMs: number;
-  /** True when a completed row is past its retention (counts as absent). */
+  /** True when a completed row is past its retention (absent, unless `tombstone` says it still refuses the key). */
   readonly expired: boolean;
   readonly outcome: RunOutcome | null;
   /** Why a parked run was parked. */
@@ -71,6 +73,18 @@ export interface ExistingRun {
    * due; null when it waits for a signal without timeout (or is not suspended).
    */
   readonly wakeRemainingMs: number | null;
+  /** Set while the key is tombstoned: its record expired (swept or not) and its tombstone time has not passed. */
+  readonly tombstone: Tombstone | null;
+}
+
+/** What stays of a completed run once its record expired, until `tombstoneUntil`. */
+export interface Tombstone {
+  readonly outcome: RunOutcome;
+  readonly completedAt: Date;
+  /** When the record expired (its retention ended). */
+  readonly expiredAt: Date;
+  /** When the tombstone goes (DB clock); from then on the key counts as absent. */
+  readonly tombstoneUntil: Date;
 }
 
 /** What a takeover hands the new owner: everything needed to resume. */

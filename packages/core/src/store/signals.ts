@@ -10,6 +10,7 @@ import { sql } from "kysely";
 import { newId } from "../ids.js";
 import { DUE_CHANNEL } from "./notify-channels.js";
 import type { Executor, RunStatus, Tables } from "./run-store.js";
+import { pastTombstone } from "./tombstones.js";
 
 /**
  * The fingerprint of the marker a timed-out wait leaves under its name (a
@@ -29,8 +30,10 @@ export interface SignalTarget {
   readonly attempt: number;
   /** `kind:name` outline of the definition the run started under. */
   readonly outline: readonly string[];
-  /** A completed record past retention: it counts as absent. */
+  /** A completed record past retention: it counts as absent, or as its tombstone while `tombstoned`. */
   readonly expired: boolean;
+  /** Past retention but not past its tombstone's time: a signal is acknowledged and changes nothing. */
+  readonly tombstoned: boolean;
 }
 
 /**
@@ -51,9 +54,11 @@ export async function lockRunForSignal(
     attempt: number;
     definition: string;
     expired: boolean;
+    tombstoned: boolean;
   }>`/* idempo:signal_lock */
     SELECT run_id, workflow, workflow_version, status, attempt, definition::text AS definition,
-           (status = 'completed' AND expires_at <= clock_timestamp()) AS expired
+           (status = 'completed' AND expires_at <= clock_timestamp()) AS expired,
+           (status = 'completed' AND expires_at <= clock_timestamp() AND NOT ${pastTombstone}) AS tombstoned
     FROM ${t.runs}
     WHERE tenant_id = ${tenantId} AND key = ${key}
     FOR UPDATE
@@ -68,6 +73,7 @@ export async function lockRunForSignal(
     attempt: row.attempt,
     outline: JSON.parse(row.definition) as string[],
     expired: row.expired === true,
+    tombstoned: row.tombstoned === true,
   };
 }
 

@@ -1,5 +1,5 @@
 /**
- * How the engine calls its statement functions (migrations 0008, 0009): the hot
+ * How the engine calls its statement functions (migrations 0008-0010): the hot
  * path's claim, takeover, commits and renewal. Each call's text is built once
  * per engine, not compiled by Kysely on every call, and on node-postgres it
  * goes as a prepared (named) statement: the server parses and plans the short
@@ -29,7 +29,7 @@ type Executor = Pick<Kysely<any>, "getExecutor" | "isTransaction">;
 
 /** The statement functions, with the marker comment the call carries (logs, `pg_stat_statements`) and its arity. */
 const FUNCTIONS = {
-  claim_new_key: { marker: "claim", arity: 13, answer: "row" },
+  claim_new_key: { marker: "claim", arity: 14, answer: "row" },
   take_over_expired_lease: { marker: "takeover", arity: 7, answer: "row" },
   commit_phase: { marker: "commit_phase", arity: 12, answer: "ok" },
   record_step_started: { marker: "step_started", arity: 8, answer: "row" },
@@ -38,7 +38,7 @@ const FUNCTIONS = {
   renew_lease: { marker: "renew", arity: 4, answer: "ok" },
 } as const;
 
-/** A statement function of migration 0008 (the claim's as 0009 replaced it). */
+/** A statement function of migration 0008 (the claim's as 0010 overloads it). */
 export type StatementFunction = keyof typeof FUNCTIONS;
 
 /**

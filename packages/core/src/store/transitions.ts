@@ -209,6 +209,9 @@ export async function deleteRun(
       DELETE FROM ${t.history} WHERE tenant_id = ${tenantId} AND key = ${key} AND EXISTS (SELECT 1 FROM gone)
     ), forgotten_signals AS (
       DELETE FROM ${t.signals} WHERE tenant_id = ${tenantId} AND key = ${key} AND EXISTS (SELECT 1 FROM gone)
+    ), forgotten_tombstone AS (
+      -- An older run's tombstone past its time (a live one never sits beside a record).
+      DELETE FROM ${t.tombstones} WHERE tenant_id = ${tenantId} AND key = ${key} AND EXISTS (SELECT 1 FROM gone)
     )
     SELECT * FROM gone
   `.execute(db);

@@ -30,7 +30,7 @@ function loadOtel(): typeof Api | null {
 export type Attributes = Record<string, string | number | boolean>;
 
 /** How a claim ended, the `idempo.claim.result` attribute and metric label. */
-export type ClaimResult = "new" | "replay" | "in_progress" | "mismatch" | "takeover" | "resume" | "parked";
+export type ClaimResult = "new" | "replay" | "in_progress" | "mismatch" | "takeover" | "resume" | "parked" | "expired";
 
 /** The first 16 hex digits of SHA-256 over tenant and key: correlates spans without exposing the key. */
 export function keyHash(tenantId: string, key: string): string {

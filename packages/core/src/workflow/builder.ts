@@ -347,6 +347,7 @@ export function workflow<DB = unknown>(
   intOption(where, "leaseMs", options.leaseMs, 1, MAX_TIMER_MS);
   intOption(where, "lockTimeoutMs", options.lockTimeoutMs, 1, MAX_TIMER_MS);
   intOption(where, "retentionMs", options.retentionMs, 1, MAX_STORED_MS);
+  intOption(where, "tombstoneMs", options.tombstoneMs, 0, MAX_STORED_MS);
   if (options.onUnknownError !== undefined && !["retry", "store"].includes(options.onUnknownError)) {
     throw new WorkflowDefinitionError(`workflow '${name}': onUnknownError must be 'retry' or 'store'`);
   }

@@ -8,10 +8,21 @@ export type UnknownErrorPolicy = "retry" | "store";
 /** Per-workflow settings. */
 export interface WorkflowOptions {
   /**
-   * How long a completed record is kept, in ms (Default: 86 400 000, 24 h).
-   * After it the key is forgotten and a reuse runs again.
+   * How long a completed record is kept, in ms (Default: 86 400 000, 24 h):
+   * a retry within it gets the stored response. After it the key's
+   * tombstone stays for `tombstoneMs`.
    */
   retentionMs?: number;
+  /**
+   * How long a key is still refused after its record expired, in ms, 0 to
+   * 100 years (Default: 604 800 000, 7 days; 0 for none). Meanwhile a
+   * compact tombstone (no response, no history) answers a retry with
+   * `IdempotencyKeyExpiredError` (410) instead of running the workflow
+   * again, and acknowledges a signal for the run. After it the key is
+   * forgotten: a reuse runs again as a new run. Copied onto each run at its
+   * claim, like `retentionMs`.
+   */
+  tombstoneMs?: number;
   /** Lease length for this workflow's runs, in ms (Default: the engine's `leaseMs`). */
   leaseMs?: number;
   /**

@@ -6,7 +6,7 @@
 import { Kysely, PostgresDialect, sql } from "kysely";
 import pg from "pg";
 import { afterAll, beforeAll } from "vitest";
-import type { RunRecord } from "../../src/index.ts";
+import type { RunRecord, TombstoneRecord } from "../../src/index.ts";
 import type { TestDatabase, TestDb } from "../support/db.ts";
 
 export const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
@@ -114,8 +114,8 @@ export async function countOrders(db: TestDb, tenantId?: string): Promise<number
  * remaining time moves with the clock and the owner's heartbeat, so it is
  * compared separately (it must stay positive while the owner works).
  */
-export function frozenView(rec: RunRecord | null): Omit<RunRecord, "leaseRemainingMs"> | null {
-  if (rec === null) return null;
+export function frozenView(rec: RunRecord | TombstoneRecord | null): object | null {
+  if (rec === null || rec.status === "expired") return rec;
   const { leaseRemainingMs: _lease, ...rest } = rec;
   return rest;
 }

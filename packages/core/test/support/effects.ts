@@ -45,7 +45,7 @@ export async function countHistory(db: TestDb, tenantId: string, key: string, sc
  */
 export async function recordSnapshot(engine: Engine, tenantId: string, key: string) {
   const r = await engine.inspect(tenantId, key);
-  if (!r) return null;
+  if (!r || r.status === "expired") return r && { status: r.status };
   return {
     runId: r.runId,
     workflow: r.workflow,

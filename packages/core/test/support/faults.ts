@@ -117,7 +117,7 @@ export async function waitForLeaseExpiry(
   await waitFor(async () => {
     const rec = await engine.inspect(tenantId, key);
     if (!rec) throw new Error(`no record for ${tenantId}/${key}`);
-    return rec.leaseRemainingMs !== null && rec.leaseRemainingMs <= 0 ? true : undefined;
+    return rec.leaseRemainingMs != null && rec.leaseRemainingMs <= 0 ? true : undefined;
   }, timeoutMs);
 }
 

@@ -1,20 +1,33 @@
 /**
  * The one admission routine `runOnce` and `enqueue` share: check the key and
  * the input, then claim the key, or find it taken and decide (absent past
- * retention, another workflow or payload, or the same request), round after
- * round while the key changes under the call.
+ * retention and tombstone, another workflow or payload, refused while
+ * tombstoned, or the same request), round after round while the key changes
+ * under the call.
  */
-import { IdempotencyKeyInProgressError, IdempotencyKeyMismatchError } from "../../errors.js";
+import {
+  IdempotencyKeyExpiredError,
+  IdempotencyKeyInProgressError,
+  IdempotencyKeyMismatchError,
+} from "../../errors.js";
 import { requestFingerprint } from "../../json/fingerprint.js";
 import type { JsonValue } from "../../json/json-value.js";
 import { assertValidRunKey } from "../../keys/key-validation.js";
-import type { RunStatus } from "../../store/run-store.js";
+import type { RunStatus, Tombstone } from "../../store/run-store.js";
 import type { ClaimResult } from "../../telemetry/telemetry.js";
 import type { Definition } from "../../workflow/definition.js";
 import { inputToJson, parsedInputHash, parseInput } from "../execution/values.js";
 
 /** Claim rounds before giving up on a key that keeps changing under us (a 409 then). */
 const CLAIM_ROUNDS = 8;
+
+/** SPEC: a key stays refused for 7 days after its record expired, unless the workflow says otherwise. */
+const DEFAULT_TOMBSTONE_MS = 7 * 24 * 60 * 60 * 1000;
+
+/** The tombstone time a new run of `def` is claimed with (workflow option `tombstoneMs`). */
+export function tombstoneMsOf(def: Definition): number {
+  return def.options.tombstoneMs ?? DEFAULT_TOMBSTONE_MS;
+}
 
 /** A request whose key and input passed: what a claim stores. */
 export interface CheckedRequest {
@@ -61,8 +74,10 @@ export interface FoundKey {
   readonly workflow: string;
   readonly fingerprint: string;
   readonly status: RunStatus;
-  /** A completed record past retention: it counts as absent. */
+  /** A completed record past retention: it counts as absent, unless `tombstone` still refuses the key. */
   readonly expired: boolean;
+  /** Set while the key is tombstoned: its record expired (swept or not) and its tombstone time has not passed. */
+  readonly tombstone: Tombstone | null;
 }
 
 /** One insert-or-read of the key. */
@@ -76,7 +91,7 @@ export type KeyLook<F extends FoundKey> =
 export interface AdmissionSteps<F extends FoundKey, R> {
   /** Claim the key (a fresh run each round), or read who has it. */
   claim(): Promise<KeyLook<F>>;
-  /** Take a key whose completed record is past retention; false when it changed meanwhile. */
+  /** Take a key whose completed record is past retention and tombstone; false when it changed meanwhile. */
   reclaimExpired(): Promise<boolean>;
   /** The key is this call's: start. */
   claimed(): Promise<R>;
@@ -92,6 +107,7 @@ export interface AdmissionSteps<F extends FoundKey, R> {
  * Admit a checked request of `workflow`.
  *
  * @throws IdempotencyKeyMismatchError (422) the key was used with another payload or workflow.
+ * @throws IdempotencyKeyExpiredError (410) the key's record expired and its tombstone lasts.
  * @throws IdempotencyKeyInProgressError (409) the key kept changing under the call.
  */
 export async function admit<F extends FoundKey, R extends object>(
@@ -105,8 +121,8 @@ export async function admit<F extends FoundKey, R extends object>(
     if (look.kind === "raced") return "again";
     if (look.kind === "claimed") return steps.claimed();
     const found = look.run;
-    if (found.status === "completed" && found.expired) {
-      // Past retention the key counts as absent, swept or not.
+    if (found.status === "completed" && found.expired && found.tombstone === null) {
+      // Past retention and tombstone the key counts as absent, swept or not.
       return (await steps.reclaimExpired()) ? steps.claimed() : "again";
     }
     if (found.workflow !== workflow) {
@@ -116,6 +132,11 @@ export async function admit<F extends FoundKey, R extends object>(
     if (found.fingerprint !== request.fingerprint) {
       steps.report("mismatch");
       throw new IdempotencyKeyMismatchError(tenantId, key, "a different request payload");
+    }
+    if (found.tombstone !== null) {
+      // Within the tombstone's time, swept or not: refused, never run again.
+      steps.report("expired");
+      throw new IdempotencyKeyExpiredError(tenantId, key, found.tombstone);
     }
     return steps.existing(found);
   };

@@ -12,7 +12,7 @@ import type { Executor } from "../../store/run-store.js";
 import type { Workflow } from "../../workflow/definition.js";
 import type { EngineContext } from "../engine-context.js";
 import type { FoundKey, KeyLook } from "./admission.js";
-import { admit, checkRequest } from "./admission.js";
+import { admit, checkRequest, tombstoneMsOf } from "./admission.js";
 import type { RunOnceRequest } from "./run-once.js";
 
 /** The arguments of one `enqueue` call: the run's key and input, as for `runOnce`. */
@@ -57,6 +57,7 @@ export async function enqueue<DB, In>(
     input: checked.inputText,
     parsedInputHash: checked.parsedHash,
     retentionMs: def.options.retentionMs ?? ctx.retentionMs,
+    tombstoneMs: tombstoneMsOf(def),
   };
   // The caller's transaction, without its plugins (see `createContext`).
   const on = (tx as unknown as Executor).withoutPlugins();

@@ -31,7 +31,7 @@ import type { RunResult } from "../execution/run-result.js";
 import type { Watch } from "../signal-delivery/completion-waiter.js";
 import { FIRST_PAUSE_MS, MAX_PAUSE_MS } from "../signal-delivery/completion-waiter.js";
 import type { CheckedRequest } from "./admission.js";
-import { admit, checkRequest } from "./admission.js";
+import { admit, checkRequest, tombstoneMsOf } from "./admission.js";
 
 /** The arguments of one `runOnce` call. */
 export interface RunOnceRequest<In> {
@@ -180,6 +180,7 @@ function newRun({ ctx, def, checked, runLease }: Call): NewRun {
     ownerToken: newId(),
     leaseMs: runLease,
     retentionMs: def.options.retentionMs ?? ctx.retentionMs,
+    tombstoneMs: tombstoneMsOf(def),
   };
 }
 

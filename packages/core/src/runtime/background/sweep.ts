@@ -1,10 +1,12 @@
 /**
- * `engine.sweep`: delete completed records past retention, and outbox
- * messages delivered long ago, in bounded batches (never in-flight records).
+ * `engine.sweep`: delete completed records past retention (leaving their
+ * tombstones), tombstones past their time, and outbox messages delivered
+ * long ago, in bounded batches (never in-flight records).
  */
 import { MAX_STORED_MS } from "../../options/limits.js";
 import { intOption } from "../../options/option-checks.js";
 import { sweepBatch, sweepOutboxBatch } from "../../store/maintenance.js";
+import { sweepTombstoneBatch } from "../../store/tombstones.js";
 import type { EngineContext } from "../engine-context.js";
 
 /** Options of `sweep`. */
@@ -17,7 +19,7 @@ export interface SweepOptions {
   outboxRetentionMs?: number;
 }
 
-/** Sweep in batches; returns how many key records were deleted. See `Engine.sweep`. */
+/** Sweep in batches; returns how many key records were deleted (tombstones not counted). See `Engine.sweep`. */
 export async function sweep(ctx: EngineContext, opts: SweepOptions = {}): Promise<number> {
   const batchSize = intOption("sweep", "batchSize", opts.batchSize, 1, 100_000, 500);
   const maxBatches = intOption("sweep", "maxBatches", opts.maxBatches, 1, 1_000_000, 100);
@@ -34,6 +36,11 @@ export async function sweep(ctx: EngineContext, opts: SweepOptions = {}): Promis
     const n = await sweepBatch(ctx.db, ctx.tables, batchSize);
     total += n;
     ctx.telemetry.count("sweepDeleted", { "idempo.table": "runs" }, n);
+    if (n < batchSize) break;
+  }
+  for (let i = 0; i < maxBatches; i++) {
+    const n = await sweepTombstoneBatch(ctx.db, ctx.tables, batchSize);
+    ctx.telemetry.count("sweepDeleted", { "idempo.table": "tombstones" }, n);
     if (n < batchSize) break;
   }
   for (let i = 0; i < maxBatches; i++) {

@@ -3,14 +3,23 @@ import { InputValidationError } from "../../errors.js";
 import { assertValidKey, assertValidRunKey } from "../../keys/key-validation.js";
 import { selectHistory, selectRecord, selectRecords } from "../../store/operations.js";
 import type { Executor, Tables } from "../../store/run-store.js";
-import type { KeyPage, ListKeysOptions, RunRecord } from "./records.js";
-import { decodeCursor, encodeCursor, toRecord } from "./records.js";
+import { selectTombstone } from "../../store/tombstones.js";
+import type { KeyPage, ListKeysOptions, RunRecord, TombstoneRecord } from "./records.js";
+import { decodeCursor, encodeCursor, toRecord, toTombstoneRecord } from "./records.js";
 
-/** The record of one key with its history, or `null` when absent; see `Engine.inspect`. */
-export async function inspect(db: Executor, tables: Tables, tenantId: string, key: string): Promise<RunRecord | null> {
+/** The record of one key with its history, its tombstone, or `null` when absent; see `Engine.inspect`. */
+export async function inspect(
+  db: Executor,
+  tables: Tables,
+  tenantId: string,
+  key: string,
+): Promise<RunRecord | TombstoneRecord | null> {
   assertValidRunKey(tenantId, key);
   const row = await selectRecord(db, tables, tenantId, key);
-  if (!row) return null;
+  if (!row) {
+    const tombstone = await selectTombstone(db, tables, tenantId, key);
+    return tombstone ? toTombstoneRecord(tenantId, key, tombstone) : null;
+  }
   return toRecord(row, await selectHistory(db, tables, tenantId, key, row.run_id));
 }
 

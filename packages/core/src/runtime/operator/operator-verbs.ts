@@ -11,8 +11,9 @@ import type { RecordRow } from "../../store/operations.js";
 import { selectHistory, selectRecord } from "../../store/operations.js";
 import type { Executor, Tables } from "../../store/run-store.js";
 import { cancelRun, deleteRun, releaseLease, rewindRun, unparkRun } from "../../store/transitions.js";
-import type { RunRecord } from "./records.js";
-import { toRecord } from "./records.js";
+import { deleteTombstone } from "../../store/tombstones.js";
+import type { RunRecord, TombstoneRecord } from "./records.js";
+import { toRecord, toTombstoneRecord } from "./records.js";
 
 /** Options of `engine.cancel`. */
 export interface CancelOptions {
@@ -88,16 +89,16 @@ export interface OperatorVerbs {
    */
   release(tenantId: string, key: string): Promise<RunRecord>;
   /**
-   * Delete a key's record and history: the key is forgotten and a reuse
-   * runs the workflow again from the start. Outbox messages already
-   * committed stay and are still delivered. A run whose lease is live is
-   * refused unless `force` is given (see {@link ForgetOptions}).
+   * Delete a key's record and history, or its tombstone: the key is
+   * forgotten and a reuse runs the workflow again from the start. Outbox
+   * messages already committed stay and are still delivered. A run whose
+   * lease is live is refused unless `force` is given (see {@link ForgetOptions}).
    *
-   * @returns the record as it was when deleted (`history` is `undefined`).
+   * @returns the record as it was when deleted (`history` is `undefined`), or the tombstone.
    * @throws RunStateError (409) when the lease is live and `force` is not set.
-   * @throws RunNotFoundError (404) when the key has no record.
+   * @throws RunNotFoundError (404) when the key has no record, nor a tombstone in force.
    */
-  forget(tenantId: string, key: string, options?: ForgetOptions): Promise<RunRecord>;
+  forget(tenantId: string, key: string, options?: ForgetOptions): Promise<RunRecord | TombstoneRecord>;
 }
 
 function checkKey(tenantId: string, key: string): void {
@@ -223,6 +224,8 @@ export function operatorVerbs(db: Executor, tables: Tables): OperatorVerbs {
       checkKey(tenantId, key);
       const row = await deleteRun(db, tables, tenantId, key, options.force === true);
       if (row) return toRecord(row, undefined);
+      const tombstone = await deleteTombstone(db, tables, tenantId, key);
+      if (tombstone) return toTombstoneRecord(tenantId, key, tombstone);
       const now = await current(tenantId, key);
       throw new RunStateError(
         tenantId,

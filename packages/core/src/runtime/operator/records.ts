@@ -4,6 +4,7 @@ import type { JsonValue } from "../../json/json-value.js";
 import { hasLoneSurrogate } from "../../json/json-value.js";
 import type { HistoryRow, RecordRow } from "../../store/operations.js";
 import type { RunOutcome, RunStatus } from "../../store/run-store.js";
+import type { TombstoneRow } from "../../store/tombstones.js";
 
 export type { RunOutcome, RunStatus } from "../../store/run-store.js";
 
@@ -100,11 +101,53 @@ export interface RunRecord {
   readonly updatedAt: Date;
   /** When a completed record stops counting (retention). */
   readonly expiresAt: Date | null;
-  /** True when the completed record is past retention (it behaves as absent). */
+  /**
+   * True when the completed record is past retention: a request for the key
+   * gets `IdempotencyKeyExpiredError` until `tombstoneUntil`, and runs again
+   * as new after it.
+   */
   readonly expired: boolean;
+  /**
+   * Completed: when the key's tombstone ends (`expiresAt` + the workflow's
+   * `tombstoneMs`, DB clock); `null` when not completed or `tombstoneMs` is 0.
+   */
+  readonly tombstoneUntil: Date | null;
   /** Phases and steps in order; only `inspect` fills it. */
   readonly history: readonly HistoryEntry[] | undefined;
 }
+
+/** What a tombstone holds; see {@link TombstoneRecord}. */
+interface TombstoneFields {
+  /** Tells a tombstone from a {@link RunRecord}: narrow on it. */
+  readonly status: "expired";
+  readonly tenantId: string;
+  readonly key: string;
+  readonly workflow: string;
+  /** How the run ended. */
+  readonly outcome: RunOutcome;
+  /** When the run completed (DB clock). */
+  readonly completedAt: Date;
+  /** When its record expired: the end of its retention (DB clock). */
+  readonly expiresAt: Date;
+  readonly expired: true;
+  /** When the tombstone goes (DB clock); from then on the key is absent and runs again as new. */
+  readonly tombstoneUntil: Date;
+}
+
+/**
+ * What `inspect` (and `forget`) returns for a key whose completed record
+ * expired and was swept, while its tombstone lasts: a request for the key
+ * gets `IdempotencyKeyExpiredError` (410) until `tombstoneUntil`. A
+ * tombstone keeps no input, state, response, history or signals. The
+ * fields of a {@link RunRecord} it does not have are absent (typed
+ * `undefined`), so `record?.state` reads as for a missing key; narrow on
+ * `status === 'expired'` to tell the two apart. Before the sweeper gets to
+ * it, the same key is still shown as its {@link RunRecord} with `expired:
+ * true`, and it answers the same.
+ */
+export type TombstoneRecord = TombstoneFields & {
+  readonly [K in Exclude<keyof RunRecord, keyof TombstoneFields>]?: undefined;
+};
 
 /** Filters of `listKeys`. */
 export interface ListKeysOptions {
@@ -161,6 +204,7 @@ export function toRecord(row: RecordRow, history: HistoryRow[] | undefined): Run
     updatedAt: row.updated_at,
     expiresAt: row.expires_at,
     expired: row.expired === true,
+    tombstoneUntil: row.tombstone_until,
     history: history?.map((h) => ({
       kind: h.kind,
       name: h.name,
@@ -171,6 +215,20 @@ export function toRecord(row: RecordRow, history: HistoryRow[] | undefined): Run
       startedAt: h.started_at,
       finishedAt: h.finished_at,
     })),
+  };
+}
+
+export function toTombstoneRecord(tenantId: string, key: string, row: TombstoneRow): TombstoneRecord {
+  return {
+    status: "expired",
+    tenantId,
+    key,
+    workflow: row.workflow,
+    outcome: row.outcome,
+    completedAt: row.completedAt,
+    expiresAt: row.expiredAt,
+    expired: true,
+    tombstoneUntil: row.tombstoneUntil,
   };
 }
 

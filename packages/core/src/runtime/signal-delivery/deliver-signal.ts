@@ -7,9 +7,17 @@ import { assertValidKey, assertValidRunKey } from "../../keys/key-validation.js"
 import type { Executor } from "../../store/run-store.js";
 import type { SignalDelivery } from "../../store/signals.js";
 import { deliverSignal, discardSignal, lockRunForSignal, TIMED_OUT } from "../../store/signals.js";
+import { selectTombstone } from "../../store/tombstones.js";
 import type { EngineContext } from "../engine-context.js";
 import type { SignalResult } from "./signal-acceptance.js";
-import { acceptance, checkPayload, checkWaitsFor, ownWait, unusableStoredSignal } from "./signal-acceptance.js";
+import {
+  acceptance,
+  checkPayload,
+  checkWaitsFor,
+  EXPIRED_SIGNAL,
+  ownWait,
+  unusableStoredSignal,
+} from "./signal-acceptance.js";
 
 /** Options of `engine.signal`. */
 export interface SignalOptions<DB = unknown> {
@@ -73,6 +81,8 @@ export async function signalRun(
   const fingerprint = requestFingerprint(`signal:${name}`, json);
   const deliver = async (tx: Executor): Promise<SignalResult> => {
     const run = await lockRunForSignal(tx, ctx.tables, tenantId, key);
+    // An expired run's tombstone acknowledges any signal, swept or not: the run ended, nothing can change.
+    if (run ? run.tombstoned : (await selectTombstone(tx, ctx.tables, tenantId, key)) !== null) return EXPIRED_SIGNAL;
     if (!run || run.expired) throw new RunNotFoundError(tenantId, key);
     checkWaitsFor(run, name);
     const wait = ownWait(ctx.workflows, run, name);

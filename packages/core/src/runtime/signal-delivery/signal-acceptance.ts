@@ -23,7 +23,18 @@ export interface SignalResult {
   readonly duplicate: boolean;
   /** True when the run was suspended waiting for this signal and is now due. */
   readonly woke: boolean;
+  /**
+   * Present (true) when the run completed and its record expired: only its
+   * tombstone is left, which keeps no signals, so whether this one was
+   * delivered before cannot be told (`duplicate` is false). Nothing was
+   * stored or changed; the signal is acknowledged so that its sender stops
+   * delivering it. Swept or not, the answer is the same.
+   */
+  readonly expired?: true;
 }
+
+/** What `signal` answers for a run whose record expired, while its tombstone lasts. */
+export const EXPIRED_SIGNAL: SignalResult = Object.freeze({ duplicate: false, woke: false, expired: true });
 
 /**
  * The run's workflow must wait for `name`, per the outline it started under.

@@ -1,10 +1,17 @@
 /** `engine.wait`: poll a run's outcome (woken by its completion NOTIFY) until it completes or the time is up. */
-import { IdempotencyKeyInProgressError, InvalidOptionError, RunNotFoundError, RunParkedError } from "../../errors.js";
+import {
+  IdempotencyKeyExpiredError,
+  IdempotencyKeyInProgressError,
+  InvalidOptionError,
+  RunNotFoundError,
+  RunParkedError,
+} from "../../errors.js";
 import type { JsonValue } from "../../json/json-value.js";
 import { assertValidRunKey } from "../../keys/key-validation.js";
 import { MAX_TIMER_MS } from "../../options/limits.js";
 import { intOption } from "../../options/option-checks.js";
 import { selectOutcome } from "../../store/operations.js";
+import { selectTombstone, tombstoneOf } from "../../store/tombstones.js";
 import type { EngineContext } from "../engine-context.js";
 import type { RunResult } from "../execution/run-result.js";
 import { FIRST_PAUSE_MS, MAX_PAUSE_MS } from "./completion-waiter.js";
@@ -31,6 +38,8 @@ export async function waitForCompletion(
   try {
     for (;;) {
       const row = await selectOutcome(ctx.db, ctx.tables, tenantId, key);
+      const tombstone = row ? tombstoneOf(row) : await selectTombstone(ctx.db, ctx.tables, tenantId, key);
+      if (tombstone) throw new IdempotencyKeyExpiredError(tenantId, key, tombstone);
       if (!row || row.expired) throw new RunNotFoundError(tenantId, key);
       if (row.status === "completed") {
         return {

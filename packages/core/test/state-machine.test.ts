@@ -206,9 +206,10 @@ describe("completed", () => {
     expect(s.payments.calls).toHaveLength(1);
   });
 
-  it("past retention the key counts as absent and runs again (same or different payload)", async () => {
+  it("past retention and tombstone the key counts as absent and runs again (same or different payload)", async () => {
     let effects = 0;
-    const ticket = workflow("ticket", { retentionMs: 400 })
+    // tombstoneMs 0: no tombstone, so the key is absent as soon as retention ends.
+    const ticket = workflow("ticket", { retentionMs: 400, tombstoneMs: 0 })
       .input(z.object({ cartId: z.string() }))
       .phase("issue", async ({ tx, tenantId, input }) => {
         effects++;

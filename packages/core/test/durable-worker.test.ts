@@ -100,9 +100,9 @@ describe("engine.enqueue", () => {
     });
   });
 
-  it("a key past retention counts as absent: enqueue starts a new run on it", async () => {
+  it("a key past retention and tombstone counts as absent: enqueue starts a new run on it", async () => {
     const engine = createEngine({ db: t.db });
-    const wf = workflow("enq_expired", { retentionMs: 1 })
+    const wf = workflow("enq_expired", { retentionMs: 1, tombstoneMs: 0 })
       .phase("a", () => ({}))
       .respond(() => ({ status: 200, body: null }));
     await engine.runOnce(wf, { tenantId: "t", key: "old", input: {} });

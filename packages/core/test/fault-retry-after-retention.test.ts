@@ -50,7 +50,9 @@ async function rows(tenantId: string, key: string) {
   const { rows: found } = await sql<{ runs: number; tombstones: number; orders: number }>`
     SELECT (SELECT count(*)::int FROM idempo.runs WHERE tenant_id = ${tenantId} AND key = ${key}) AS runs,
            (SELECT count(*)::int FROM idempo.tombstones WHERE tenant_id = ${tenantId} AND key = ${key}) AS tombstones,
-           (SELECT count(*)::int FROM orders WHERE tenant_id = ${tenantId} AND cart_id = ${key}) AS orders`.execute(t.db);
+           (SELECT count(*)::int FROM orders WHERE tenant_id = ${tenantId} AND cart_id = ${key}) AS orders`.execute(
+    t.db,
+  );
   return found[0];
 }
 
@@ -66,9 +68,9 @@ describe("a request after retention gets 410 while the key's tombstone lasts", (
     expect(before).toBeInstanceOf(IdempotencyKeyExpiredError);
     expect(before).toMatchObject({ code: "key_expired", httpStatus: 410, outcome: "succeeded" });
     expect((before as IdempotencyKeyExpiredError).tombstoneUntil.getTime()).toBeGreaterThan(Date.now());
-    await expect(
-      engine.runOnce(wf, { tenantId: "a", key: "k1", input: { cents: 999 } }),
-    ).rejects.toBeInstanceOf(IdempotencyKeyMismatchError);
+    await expect(engine.runOnce(wf, { tenantId: "a", key: "k1", input: { cents: 999 } })).rejects.toBeInstanceOf(
+      IdempotencyKeyMismatchError,
+    );
 
     expect(await engine.sweep()).toBeGreaterThanOrEqual(1);
     expect(await rows("a", "k1")).toEqual({ runs: 0, tombstones: 1, orders: 1 });
@@ -79,9 +81,9 @@ describe("a request after retention gets 410 while the key's tombstone lasts", (
       completedAt: (before as IdempotencyKeyExpiredError).completedAt,
       expiredAt: (before as IdempotencyKeyExpiredError).expiredAt,
     });
-    await expect(
-      engine.runOnce(wf, { tenantId: "a", key: "k1", input: { cents: 999 } }),
-    ).rejects.toBeInstanceOf(IdempotencyKeyMismatchError);
+    await expect(engine.runOnce(wf, { tenantId: "a", key: "k1", input: { cents: 999 } })).rejects.toBeInstanceOf(
+      IdempotencyKeyMismatchError,
+    );
     expect(counter.runs).toBe(1);
     expect(await rows("a", "k1")).toEqual({ runs: 0, tombstones: 1, orders: 1 });
   });
@@ -139,9 +141,9 @@ describe("a request after retention gets 410 while the key's tombstone lasts", (
     await expire("d", "k2");
     await engine.sweep();
     for (const key of ["k1", "k2"]) {
-      await expect(
-        engine.enqueue(t.db, wf, { tenantId: "d", key, input: { cents: 1 } }),
-      ).rejects.toBeInstanceOf(IdempotencyKeyExpiredError);
+      await expect(engine.enqueue(t.db, wf, { tenantId: "d", key, input: { cents: 1 } })).rejects.toBeInstanceOf(
+        IdempotencyKeyExpiredError,
+      );
       await expect(engine.wait("d", key, { timeoutMs: 0 })).rejects.toBeInstanceOf(IdempotencyKeyExpiredError);
     }
     await engine.forget("d", "k1");
@@ -215,6 +217,44 @@ describe("a signal for a tombstoned run is acknowledged and changes nothing", ()
       await endTombstone("f", key);
       await expect(engine.signal("f", key, "confirmed", { ok: true })).rejects.toBeInstanceOf(RunNotFoundError);
     }
+  });
+});
+
+describe("the sweeper", () => {
+  it("moves expired records into tombstones and deletes tombstones past their time, in bounded batches", async () => {
+    const wf = charges({ runs: 0 });
+    const engine = createEngine({ db: t.db });
+    for (let i = 0; i < 50; i++) await engine.runOnce(wf, { tenantId: "h", key: `k${i}`, input: { cents: i } });
+    // The oldest expiries of the database, so each batch takes these first: k0-k24 expired a year ago
+    // with a tombstone that lasts, k25-k49 swept once already, their tombstones a year past their time.
+    await sql`UPDATE idempo.runs SET expires_at = clock_timestamp() - interval '1 year',
+                tombstone_ms = 2 * 365 * 86400000::bigint
+              WHERE tenant_id = 'h'`.execute(t.db);
+    await sql`UPDATE idempo.runs SET tombstone_ms = 86400000
+              WHERE tenant_id = 'h' AND substr(key, 2)::int >= 25`.execute(t.db);
+    await sql`INSERT INTO idempo.tombstones (completed_at, expired_at, kept_until, tenant_id, key, workflow, outcome, fingerprint)
+              SELECT completed_at, expires_at, expires_at + interval '1 day', tenant_id, key, workflow, outcome,
+                     decode(fingerprint, 'hex')
+              FROM idempo.runs WHERE tenant_id = 'h' AND substr(key, 2)::int >= 25`.execute(t.db);
+    await sql`DELETE FROM idempo.runs WHERE tenant_id = 'h' AND substr(key, 2)::int >= 25`.execute(t.db);
+    const counts = async () => {
+      const { rows: found } = await sql<{ runs: number; live: number; past: number }>`
+        SELECT (SELECT count(*)::int FROM idempo.runs WHERE tenant_id = 'h') AS runs,
+               (SELECT count(*)::int FROM idempo.tombstones WHERE tenant_id = 'h' AND kept_until > now()) AS live,
+               (SELECT count(*)::int FROM idempo.tombstones WHERE tenant_id = 'h' AND kept_until <= now()) AS past`.execute(
+        t.db,
+      );
+      return found[0];
+    };
+    expect(await counts()).toEqual({ runs: 25, live: 0, past: 25 });
+    expect(await engine.sweep({ batchSize: 10, maxBatches: 2 })).toBe(20);
+    expect(await counts()).toEqual({ runs: 5, live: 20, past: 5 });
+    await engine.sweep({ batchSize: 10 });
+    expect(await counts()).toEqual({ runs: 0, live: 25, past: 0 });
+    // Each tombstone refuses its key.
+    await expect(engine.runOnce(wf, { tenantId: "h", key: "k3", input: { cents: 3 } })).rejects.toBeInstanceOf(
+      IdempotencyKeyExpiredError,
+    );
   });
 });
 

@@ -24,6 +24,8 @@ const STUCK = 20;
 const EXPIRED = 20;
 const DELIVERED = 50_000;
 const WAITING = 20_000;
+const TOMBSTONES = 100_000;
+const BURIED_PAST = 20;
 
 beforeAll(async () => {
   const seed = t.db;
@@ -64,7 +66,15 @@ beforeAll(async () => {
            CASE WHEN g <= ${DELIVERED} THEN now() END
     FROM generate_series(1, ${DELIVERED + WAITING + 10}) g
   `.execute(seed);
-  await sql`VACUUM ANALYZE idempo.runs, idempo.run_history, idempo.outbox`.execute(seed);
+  // Tombstones still in force, and a few past their time.
+  await sql`
+    INSERT INTO idempo.tombstones (completed_at, expired_at, kept_until, tenant_id, key, workflow, outcome, fingerprint)
+    SELECT now() - interval '2 days', now() - interval '1 day',
+           CASE WHEN g <= ${BURIED_PAST} THEN now() - interval '1 minute' ELSE now() + g * interval '1 second' END,
+           't' || (g % 100), 'gone' || g, 'w' || (g % 5), 'succeeded', sha256(int4send(g))
+    FROM generate_series(1, ${TOMBSTONES}) g
+  `.execute(seed);
+  await sql`VACUUM ANALYZE idempo.runs, idempo.run_history, idempo.outbox, idempo.tombstones`.execute(seed);
 
   db = new Kysely({
     dialect: new PostgresDialect({ pool: new pg.Pool({ connectionString: t.url, max: 2 }) }),
@@ -142,6 +152,16 @@ describe("maintenance statements are driven by an index, not a sequential scan",
     // The history rows of the swept records are found by primary key.
     expect(found.some((s) => s.startsWith("Index Scan on run_history (run_history_pkey)"))).toBe(true);
     expectIndexDriven(await scans(only(sent, /DELETE FROM "idempo"\."outbox"/)), "outbox_delivered_at", "delivered_at");
+    // The swept records' tombstones are written by primary key, never by reading the tombstones.
+    expect(records.sql).toMatch(/INSERT INTO "idempo"\."tombstones"/);
+    expect(found.filter((s) => s.includes("on tombstones"))).toEqual([]);
+    // Tombstones past their time are read from their own time index.
+    const buried = only(sent, /DELETE FROM "idempo"\."tombstones"/);
+    expectIndexDriven(await scans(buried), "tombstones_kept_until", "kept_until");
+    const { rows } = await explainer.query<{ n: number }>(
+      "SELECT count(*)::int AS n FROM idempo.tombstones WHERE kept_until <= now()",
+    );
+    expect(rows[0]?.n).toBe(0);
   });
 
   it("stale-run discovery reads the in-flight lease index", async () => {

@@ -24,8 +24,11 @@ const FENCE = "owner_token = @{own.ownerToken} AND status = 'in_flight'";
 const SQL_FENCE = "owner_token = p_owner_token AND status = 'in_flight'";
 /** The migration that holds the hot-path statements as functions. */
 const FUNCTIONS = "../../../migrations/0008_statement_functions.sql";
-/** The migration that holds the claim's function as it is now (it reads the key before the INSERT). */
-const CLAIM_FUNCTION = "../../../migrations/0009_claim_reads_first.sql";
+/**
+ * The migration that holds the claim's function as it is now (it reads the
+ * key before the INSERT, and a key absent from runs reads its tombstone).
+ */
+const CLAIM_FUNCTION = "../../../migrations/0010_tombstones.sql";
 /** The SET clause of every completion. */
 const COMPLETION = [
   "status = 'completed', owner_token = NULL, locked_until = NULL",
@@ -56,7 +59,7 @@ export const GUARDS: readonly GuardRow[] = [
     transition: "reclaim",
     file: "store/claim.ts",
     fn: "reclaimExpiredKey",
-    patterns: ["AND status = 'completed' AND expires_at <= clock_timestamp()", "expires_at = NULL"],
+    patterns: ["AND status = 'completed' AND @{pastTombstone}", "expires_at = NULL"],
   },
   {
     transition: "takeover",

@@ -33,7 +33,12 @@ export function tombstoneOf(row: TombstoneColumns): Tombstone | null {
   if (row.tombstone_until === null || row.completed_at === null || row.expires_at === null || row.outcome === null) {
     return null;
   }
-  return { outcome: row.outcome, completedAt: row.completed_at, expiredAt: row.expires_at, tombstoneUntil: row.tombstone_until };
+  return {
+    outcome: row.outcome,
+    completedAt: row.completed_at,
+    expiredAt: row.expires_at,
+    tombstoneUntil: row.tombstone_until,
+  };
 }
 
 /** A live tombstone of `tombstones`, with what a refusal or `inspect` names. */

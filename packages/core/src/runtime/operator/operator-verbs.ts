@@ -10,8 +10,8 @@ import { assertValidRunKey } from "../../keys/key-validation.js";
 import type { RecordRow } from "../../store/operations.js";
 import { selectHistory, selectRecord } from "../../store/operations.js";
 import type { Executor, Tables } from "../../store/run-store.js";
-import { cancelRun, deleteRun, releaseLease, rewindRun, unparkRun } from "../../store/transitions.js";
 import { deleteTombstone } from "../../store/tombstones.js";
+import { cancelRun, deleteRun, releaseLease, rewindRun, unparkRun } from "../../store/transitions.js";
 import type { RunRecord, TombstoneRecord } from "./records.js";
 import { toRecord, toTombstoneRecord } from "./records.js";
 

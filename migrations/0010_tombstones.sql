@@ -4,9 +4,9 @@
 -- tombstoneMs (default 7 days): a request for the key is refused with 410
 -- (IdempotencyKeyExpiredError) instead of running again, and a signal for the
 -- run is acknowledged. A busy service makes hundreds of millions of keys a
--- week, so a tombstone is one narrow row with no history: the fingerprint as
--- its 32 raw bytes, not 64 hex characters; docs/retention.md has its measured
--- cost per key.
+-- week, so a tombstone is one narrow row with no history: the key as a
+-- 16-byte digest and the fingerprint as its 32 raw bytes, not as text;
+-- docs/retention.md has the measured cost per key.
 -- A completed record past retention but not swept yet already answers as its
 -- tombstone (runs.tombstone_ms says until when); the sweeper moves it into
 -- `tombstones` and deletes tombstones past their time, both in bounded
@@ -18,6 +18,17 @@
 -- the column without rewriting the table.
 ALTER TABLE runs ADD COLUMN tombstone_ms bigint NOT NULL DEFAULT 604800000;
 
+-- How a tombstone names its key: the first 16 bytes of SHA-256 over the
+-- key's UTF-8 (a collision among 10^12 keys of one tenant has a chance
+-- under 10^-14, and would refuse a key, never run one twice). Every reader
+-- asks by the key itself, so nothing needs the text back. A plain SQL
+-- function, inlined by the planner; to find a key by hand:
+-- SELECT * FROM idempo.tombstones WHERE tenant_id = 'acme' AND key_digest = idempo.key_digest('order-1');
+CREATE OR REPLACE FUNCTION key_digest(p_key text) RETURNS bytea
+LANGUAGE sql STABLE STRICT PARALLEL SAFE AS $$
+  SELECT substring(sha256(convert_to(p_key, 'UTF8')) FROM 1 FOR 16)
+$$;
+
 -- The fixed-width columns first: they follow the tuple header without
 -- padding, and the variable-length ones after them need no alignment.
 CREATE TABLE tombstones (
@@ -27,12 +38,12 @@ CREATE TABLE tombstones (
   -- expired_at + the run's tombstone_ms: from then on the key is absent.
   kept_until   timestamptz NOT NULL,
   tenant_id    text        NOT NULL,
-  key          text        NOT NULL,
+  key_digest   bytea       NOT NULL,
   workflow     text        NOT NULL,
   outcome      text        NOT NULL CHECK (outcome IN ('succeeded', 'failed', 'errored', 'canceled')),
   -- SHA-256 of workflow name + RFC 8785 canonical input, raw (runs.fingerprint is its hex).
   fingerprint  bytea       NOT NULL,
-  PRIMARY KEY (tenant_id, key)
+  PRIMARY KEY (tenant_id, key_digest)
 );
 
 -- The sweep of tombstones past their time, oldest first (see 0004: a range
@@ -69,18 +80,17 @@ BEGIN
     SELECT false AS claimed,
            r.workflow, r.fingerprint, r.status,
            GREATEST(0, ceil(extract(epoch FROM (r.locked_until - clock_timestamp())) * 1000))::float8 AS lease_remaining_ms,
-           x.expired,
+           (r.status = 'completed' AND r.expires_at <= clock_timestamp()) AS expired,
            r.outcome, r.parked_reason, r.response_status, r.response_body::text AS response_body,
            CASE WHEN r.status = 'suspended'
                 THEN ceil(extract(epoch FROM (r.wake_at - clock_timestamp())) * 1000)::float8 END AS wake_remaining_ms,
-           CASE WHEN x.expired THEN r.completed_at END AS completed_at,
-           CASE WHEN x.expired THEN r.expires_at END AS expires_at,
-           CASE WHEN x.expired AND x.kept_until > clock_timestamp() THEN x.kept_until END AS tombstone_until
+           -- Only past retention (a replay computes nothing more than the two comparisons).
+           CASE WHEN r.status = 'completed' AND r.expires_at <= clock_timestamp() THEN r.completed_at END AS completed_at,
+           CASE WHEN r.status = 'completed' AND r.expires_at <= clock_timestamp() THEN r.expires_at END AS expires_at,
+           CASE WHEN r.status = 'completed' AND r.expires_at <= clock_timestamp()
+                 AND r.expires_at + r.tombstone_ms * interval '1 millisecond' > clock_timestamp()
+                THEN r.expires_at + r.tombstone_ms * interval '1 millisecond' END AS tombstone_until
     FROM runs r
-    CROSS JOIN LATERAL (
-      SELECT r.status = 'completed' AND r.expires_at <= clock_timestamp() AS expired,
-             r.expires_at + r.tombstone_ms * interval '1 millisecond' AS kept_until
-    ) x
     WHERE r.tenant_id = p_tenant_id AND r.key = p_key;
     IF FOUND THEN
       RETURN;
@@ -90,7 +100,7 @@ BEGIN
            tb.outcome, NULL::text, NULL::integer, NULL::text, NULL::float8,
            tb.completed_at, tb.expired_at, tb.kept_until
     FROM tombstones tb
-    WHERE tb.tenant_id = p_tenant_id AND tb.key = p_key AND tb.kept_until > clock_timestamp();
+    WHERE tb.tenant_id = p_tenant_id AND tb.key_digest = key_digest(p_key) AND tb.kept_until > clock_timestamp();
     IF FOUND THEN
       RETURN;
     END IF;

@@ -43,13 +43,14 @@ async function endTombstone(tenantId: string, key: string): Promise<void> {
   await sql`UPDATE idempo.runs SET expires_at = clock_timestamp() - interval '1 second' - tombstone_ms * interval '1 millisecond'
             WHERE tenant_id = ${tenantId} AND key = ${key}`.execute(t.db);
   await sql`UPDATE idempo.tombstones SET kept_until = clock_timestamp() - interval '1 second'
-            WHERE tenant_id = ${tenantId} AND key = ${key}`.execute(t.db);
+            WHERE tenant_id = ${tenantId} AND key_digest = idempo.key_digest(${key})`.execute(t.db);
 }
 
 async function rows(tenantId: string, key: string) {
   const { rows: found } = await sql<{ runs: number; tombstones: number; orders: number }>`
     SELECT (SELECT count(*)::int FROM idempo.runs WHERE tenant_id = ${tenantId} AND key = ${key}) AS runs,
-           (SELECT count(*)::int FROM idempo.tombstones WHERE tenant_id = ${tenantId} AND key = ${key}) AS tombstones,
+           (SELECT count(*)::int FROM idempo.tombstones
+            WHERE tenant_id = ${tenantId} AND key_digest = idempo.key_digest(${key})) AS tombstones,
            (SELECT count(*)::int FROM orders WHERE tenant_id = ${tenantId} AND cart_id = ${key}) AS orders`.execute(
     t.db,
   );
@@ -232,8 +233,9 @@ describe("the sweeper", () => {
               WHERE tenant_id = 'h'`.execute(t.db);
     await sql`UPDATE idempo.runs SET tombstone_ms = 86400000
               WHERE tenant_id = 'h' AND substr(key, 2)::int >= 25`.execute(t.db);
-    await sql`INSERT INTO idempo.tombstones (completed_at, expired_at, kept_until, tenant_id, key, workflow, outcome, fingerprint)
-              SELECT completed_at, expires_at, expires_at + interval '1 day', tenant_id, key, workflow, outcome,
+    await sql`INSERT INTO idempo.tombstones (completed_at, expired_at, kept_until, tenant_id, key_digest, workflow, outcome,
+                                             fingerprint)
+              SELECT completed_at, expires_at, expires_at + interval '1 day', tenant_id, idempo.key_digest(key), workflow, outcome,
                      decode(fingerprint, 'hex')
               FROM idempo.runs WHERE tenant_id = 'h' AND substr(key, 2)::int >= 25`.execute(t.db);
     await sql`DELETE FROM idempo.runs WHERE tenant_id = 'h' AND substr(key, 2)::int >= 25`.execute(t.db);

@@ -68,10 +68,11 @@ beforeAll(async () => {
   `.execute(seed);
   // Tombstones still in force, and a few past their time.
   await sql`
-    INSERT INTO idempo.tombstones (completed_at, expired_at, kept_until, tenant_id, key, workflow, outcome, fingerprint)
+    INSERT INTO idempo.tombstones (completed_at, expired_at, kept_until, tenant_id, key_digest, workflow, outcome,
+                                   fingerprint)
     SELECT now() - interval '2 days', now() - interval '1 day',
            CASE WHEN g <= ${BURIED_PAST} THEN now() - interval '1 minute' ELSE now() + g * interval '1 second' END,
-           't' || (g % 100), 'gone' || g, 'w' || (g % 5), 'succeeded', sha256(int4send(g))
+           't' || (g % 100), idempo.key_digest('gone' || g), 'w' || (g % 5), 'succeeded', sha256(int4send(g))
     FROM generate_series(1, ${TOMBSTONES}) g
   `.execute(seed);
   await sql`VACUUM ANALYZE idempo.runs, idempo.run_history, idempo.outbox, idempo.tombstones`.execute(seed);

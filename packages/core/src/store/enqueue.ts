@@ -68,7 +68,8 @@ export async function enqueueRun(tx: Executor, t: Tables, run: EnqueuedRun): Pro
       SELECT tb.workflow, encode(tb.fingerprint, 'hex') AS fingerprint, 'completed'::text AS status, true AS expired,
              tb.outcome, tb.completed_at, tb.expired_at AS expires_at, tb.kept_until AS tombstone_until
       FROM ${t.tombstones} tb
-      WHERE tb.tenant_id = ${run.tenantId} AND tb.key = ${run.key} AND tb.kept_until > clock_timestamp()
+      WHERE tb.tenant_id = ${run.tenantId} AND tb.key_digest = ${t.keyDigest}(${run.key})
+        AND tb.kept_until > clock_timestamp()
         AND NOT EXISTS (SELECT 1 FROM existing)
     ), found AS (
       SELECT * FROM existing UNION ALL SELECT * FROM buried

@@ -70,14 +70,15 @@ export async function sweepBatch(db: Executor, t: Tables, batchSize: number): Pr
                 coalesce(r.completed_at, r.updated_at) AS completed_at, r.expires_at,
                 r.expires_at + r.tombstone_ms * interval '1 millisecond' AS kept_until
     ), buried AS (
-      INSERT INTO ${t.tombstones} (completed_at, expired_at, kept_until, tenant_id, key, workflow, outcome, fingerprint)
-      SELECT completed_at, expires_at, kept_until, tenant_id, key, workflow, coalesce(outcome, 'succeeded'),
+      INSERT INTO ${t.tombstones} (completed_at, expired_at, kept_until, tenant_id, key_digest, workflow, outcome,
+                                   fingerprint)
+      SELECT completed_at, expires_at, kept_until, tenant_id, ${t.keyDigest}(key), workflow, coalesce(outcome, 'succeeded'),
              -- The engine's fingerprints are SHA-256 hex; a row written some other way still gets 32 bytes.
              CASE WHEN fingerprint ~ '^[0-9a-f]{64}$' THEN decode(fingerprint, 'hex')
                   ELSE sha256(convert_to(fingerprint, 'UTF8')) END
       FROM gone
       WHERE kept_until > clock_timestamp()
-      ON CONFLICT (tenant_id, key) DO UPDATE
+      ON CONFLICT (tenant_id, key_digest) DO UPDATE
       SET completed_at = excluded.completed_at, expired_at = excluded.expired_at, kept_until = excluded.kept_until,
           workflow = excluded.workflow, outcome = excluded.outcome, fingerprint = excluded.fingerprint
     ), forgotten AS (

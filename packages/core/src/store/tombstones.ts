@@ -61,7 +61,7 @@ export async function selectTombstone(
 ): Promise<TombstoneRow | null> {
   const { rows } = await sql<RawTombstone>`/* idempo:tombstone */
     SELECT ${TOMBSTONE_COLUMNS} FROM ${t.tombstones}
-    WHERE tenant_id = ${tenantId} AND key = ${key} AND kept_until > clock_timestamp()
+    WHERE tenant_id = ${tenantId} AND key_digest = ${t.keyDigest}(${key}) AND kept_until > clock_timestamp()
   `.execute(db);
   const row = rows[0];
   return row ? fromRaw(row) : null;
@@ -103,7 +103,7 @@ export async function deleteTombstone(
 ): Promise<TombstoneRow | null> {
   const { rows } = await sql<RawTombstone & { live: boolean }>`/* idempo:forget_tombstone */
     DELETE FROM ${t.tombstones}
-    WHERE tenant_id = ${tenantId} AND key = ${key}
+    WHERE tenant_id = ${tenantId} AND key_digest = ${t.keyDigest}(${key})
     RETURNING ${TOMBSTONE_COLUMNS}, kept_until > clock_timestamp() AS live
   `.execute(db);
   const row = rows[0];
@@ -122,14 +122,14 @@ export async function deleteTombstone(
 export async function sweepTombstoneBatch(db: Executor, t: Tables, batchSize: number): Promise<number> {
   const { rows } = await sql<{ n: number }>`/* idempo:sweep_tombstones */
     WITH doomed AS (
-      SELECT tenant_id, key FROM ${t.tombstones}
+      SELECT tenant_id, key_digest FROM ${t.tombstones}
       WHERE kept_until <= now()
       ORDER BY kept_until
       LIMIT ${batchSize}
       FOR UPDATE SKIP LOCKED
     ), gone AS (
       DELETE FROM ${t.tombstones} tb USING doomed d
-      WHERE tb.tenant_id = d.tenant_id AND tb.key = d.key AND tb.kept_until <= clock_timestamp()
+      WHERE tb.tenant_id = d.tenant_id AND tb.key_digest = d.key_digest AND tb.kept_until <= clock_timestamp()
       RETURNING 1
     )
     SELECT count(*)::int AS n FROM gone

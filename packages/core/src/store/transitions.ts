@@ -211,7 +211,8 @@ export async function deleteRun(
       DELETE FROM ${t.signals} WHERE tenant_id = ${tenantId} AND key = ${key} AND EXISTS (SELECT 1 FROM gone)
     ), forgotten_tombstone AS (
       -- An older run's tombstone past its time (a live one never sits beside a record).
-      DELETE FROM ${t.tombstones} WHERE tenant_id = ${tenantId} AND key = ${key} AND EXISTS (SELECT 1 FROM gone)
+      DELETE FROM ${t.tombstones}
+      WHERE tenant_id = ${tenantId} AND key_digest = ${t.keyDigest}(${key}) AND EXISTS (SELECT 1 FROM gone)
     )
     SELECT * FROM gone
   `.execute(db);

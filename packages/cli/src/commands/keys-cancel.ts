@@ -5,6 +5,7 @@ import { confirmChange } from "../confirm.js";
 import { withDatabase } from "../connection.js";
 import { OperationalError } from "../errors.js";
 import { statusLabel } from "../format/key-table.js";
+import { runOf } from "../format/tombstone.js";
 import type { Io } from "../io.js";
 import { hasLiveOwner, liveOwner, reportVerb } from "../verb-report.js";
 
@@ -54,8 +55,9 @@ Examples:
     )
     .action(async (tenant: string, key: string, opts: CancelOptions, command: Command) => {
       await withDatabase(command, async ({ engine, now }) => {
-        const before = await engine.inspect(tenant, key);
-        if (!before) throw new OperationalError(`no record for key '${key}' in tenant '${tenant}'`);
+        const found = await engine.inspect(tenant, key);
+        if (!found) throw new OperationalError(`no record for key '${key}' in tenant '${tenant}'`);
+        const before = runOf(found, "cancel");
         if (before.status === "completed") {
           throw new OperationalError(
             `key '${key}' in tenant '${tenant}' is already completed (${before.response?.outcome ?? "?"}, ` +

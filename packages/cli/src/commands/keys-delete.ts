@@ -4,6 +4,8 @@ import { confirmChange } from "../confirm.js";
 import { withDatabase } from "../connection.js";
 import { OperationalError } from "../errors.js";
 import { statusLabel } from "../format/key-table.js";
+import { iso } from "../format/times.js";
+import { visible } from "../format/visible.js";
 import type { Io } from "../io.js";
 import { printJson } from "../output.js";
 import { committedItems, hasLiveOwner, itemList, liveOwner } from "../verb-report.js";
@@ -44,6 +46,27 @@ Examples:
         await withDatabase(command, async ({ engine }) => {
           const before = await engine.inspect(tenant, key);
           if (!before) throw new OperationalError(`no record for key '${key}' in tenant '${tenant}'`);
+          if (before.status === "expired") {
+            const what = `the tombstone of ${visible(tenant)}/${visible(key)} (${before.workflow}, completed ${before.outcome}, refuses the key until ${iso(before.tombstoneUntil)})`;
+            await confirmChange(command, io, opts.yes === true, `Delete ${what}?`);
+            await engine.forget(tenant, key);
+            if (opts.json) {
+              printJson(io, {
+                tenantId: tenant,
+                key,
+                deleted: true,
+                forced: false,
+                workflow: before.workflow,
+                status: "expired",
+                recoveryPoint: null,
+                ownerToken: null,
+                canRepeat: [],
+              });
+              return;
+            }
+            io.out(`deleted ${what}: a reuse of the key runs the workflow again as new\n`);
+            return;
+          }
           const what = `${before.workflow}, ${statusLabel(before, (_s, t) => t)}, recovery point ${before.recoveryPoint ?? "none"}`;
           const live = hasLiveOwner(before);
           const repeat = itemList(committedItems(before));

@@ -4,6 +4,7 @@ import { confirmChange } from "../confirm.js";
 import { withDatabase } from "../connection.js";
 import { OperationalError } from "../errors.js";
 import { definitionItems } from "../format/diagnosis.js";
+import { runOf } from "../format/tombstone.js";
 import type { Io } from "../io.js";
 import { reportVerb } from "../verb-report.js";
 
@@ -34,8 +35,9 @@ Examples:
     .action(
       async (tenant: string, key: string, item: string, opts: { yes?: boolean; json?: boolean }, command: Command) => {
         await withDatabase(command, async ({ engine, now }) => {
-          const before = await engine.inspect(tenant, key);
-          if (!before) throw new OperationalError(`no record for key '${key}' in tenant '${tenant}'`);
+          const found = await engine.inspect(tenant, key);
+          if (!found) throw new OperationalError(`no record for key '${key}' in tenant '${tenant}'`);
+          const before = runOf(found, "retry");
           const items = definitionItems(before);
           const at = items.findIndex((i) => i.name === item);
           if (at < 0) {

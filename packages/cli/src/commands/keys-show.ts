@@ -14,6 +14,7 @@ import { signalCall } from "../format/signal-call.js";
 import { TABLE_WIDTH } from "../format/table.js";
 import { timelineTable } from "../format/timeline.js";
 import { iso, wakeTime } from "../format/times.js";
+import { tombstoneJson, tombstoneView } from "../format/tombstone.js";
 import { visible, visibleJson } from "../format/visible.js";
 import { wrap } from "../format/wrap.js";
 import type { Io } from "../io.js";
@@ -103,6 +104,7 @@ function render(io: Io, record: RunRecord, d: Diagnosis, now: Date, opts: ShowOp
         record.expiresAt ? `${iso(record.expiresAt)}${record.expired ? " (past retention)" : ""}` : "-",
       ),
     );
+    if (record.tombstoneUntil) io.out(field(p, "tombstone", `until ${iso(record.tombstoneUntil)}`));
   }
   io.out(field(p, "run id", record.runId));
   io.out(field(p, "created", `${iso(record.createdAt)} (${age} ago)`));
@@ -165,8 +167,13 @@ Examples:
         const record = await engine.inspect(tenant, key);
         if (!record)
           throw new OperationalError(
-            `no record for key '${visible(key)}' in tenant '${visible(tenant)}' (never used, swept or deleted)`,
+            `no record for key '${visible(key)}' in tenant '${visible(tenant)}' (never used, deleted, or swept and past its tombstone)`,
           );
+        if (record.status === "expired") {
+          if (opts.json) printJson(io, tombstoneJson(record));
+          else io.out(tombstoneView(record, now, io.paint, (name, value) => field(io.paint, name, value)));
+          return;
+        }
         const facts = factsOf(await deliveredSignals(db, schema, [record]), record);
         const d = diagnose(record, now, facts);
         if (opts.json) {

@@ -18,7 +18,10 @@ export function registerSweep(program: Command, io: Io): void {
     .addHelpText(
       "after",
       `
-Expired records already count as absent; sweeping only reclaims space.
+Expired records already answer as they will once swept: 410 key_expired while
+their tombstone lasts (the workflow's tombstoneMs, default 7 days), absent after
+it. Sweeping turns each into its compact tombstone and deletes tombstones past
+their time; it only reclaims space.
 
 Examples:
   $ idempo sweep --dry-run

@@ -26,6 +26,7 @@ import { runAction } from "./run-actions.js";
 import { runPage } from "./run-page.js";
 import type { ViewName } from "./runs-page.js";
 import { runsPage, VIEWS } from "./runs-page.js";
+import { tombstonePage } from "./tombstone-page.js";
 
 /** What the routes need. */
 export interface ConsoleContext {
@@ -98,6 +99,7 @@ export function consoleApp(ctx: ConsoleContext, access: Access): Hono {
         page("Not found", "", html`<h1>No record</h1><p>No key ${visible(key)} in tenant ${visible(tenant)}.</p>`),
         404,
       );
+    if (record.status === "expired") return c.html(page(visible(key), "", tombstonePage(record)));
     const facts = factsOf(await ctx.signals([record]), record);
     const done = c.req.query("done");
     const verb = done ? runAction(done) : undefined;
@@ -146,7 +148,8 @@ export function consoleApp(ctx: ConsoleContext, access: Access): Hono {
       const { verb, tenant, key } = c.req.param();
       const action = runAction(verb);
       const record = action ? await ctx.engine.inspect(tenant, key) : null;
-      if (!action || !record) return c.text("no such action or run", 404);
+      // A tombstone has no run to act on.
+      if (!action || !record || record.status === "expired") return c.text("no such action or run", 404);
       const item = c.req.query("item");
       if (action.items && (item === undefined || !action.items(record).includes(item))) {
         return c.text("choose an item of the run's workflow", 400);
@@ -172,7 +175,8 @@ export function consoleApp(ctx: ConsoleContext, access: Access): Hono {
       const { verb, tenant, key } = c.req.param();
       const action = runAction(verb);
       const record = action ? await ctx.engine.inspect(tenant, key) : null;
-      if (!action || !record) return c.text("no such action or run", 404);
+      // A tombstone has no run to act on.
+      if (!action || !record || record.status === "expired") return c.text("no such action or run", 404);
       if (!action.applies(record)) return c.text(`${action.label} does not apply to this run now`, 409);
       const item = form.item;
       if (action.items && (item === undefined || !action.items(record).includes(item))) {

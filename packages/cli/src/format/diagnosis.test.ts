@@ -44,6 +44,7 @@ function record(over: Partial<RunRecord>): RunRecord {
     updatedAt: at(-599),
     expiresAt: null,
     expired: false,
+    tombstoneUntil: null,
     history: [entry({})],
     ...over,
   };

@@ -8,6 +8,8 @@ import type { HistoryEntry, RunRecord } from "@idempo/core";
 import { formatDuration, formatLease } from "./duration.js";
 import { signalCall } from "./signal-call.js";
 import { iso, msUntil, wakeLabel, whenLabel } from "./times.js";
+import type { ExpiredRetry } from "./tombstone.js";
+import { describeExpired, expiredRetry } from "./tombstone.js";
 
 /** One item (phase, step, sleep or wait for a signal) of the workflow definition the run started under. */
 export interface Item {
@@ -31,7 +33,7 @@ export interface SuspensionFacts {
 /** What the next call with the same key and payload gets. */
 export type RetryAction =
   | { readonly action: "replay"; readonly status: number; readonly until: Date | null }
-  | { readonly action: "run_again"; readonly since: Date | null }
+  | ExpiredRetry
   | {
       readonly action: "wait";
       readonly until: Date;
@@ -130,7 +132,7 @@ export function diagnose(record: RunRecord, now: Date, facts: SuspensionFacts = 
   if (record.status === "completed") {
     const condition = record.expired ? "expired" : "completed";
     const retry: RetryAction = record.expired
-      ? { action: "run_again", since: record.expiresAt }
+      ? expiredRetry(record.expiresAt, record.tombstoneUntil, now)
       : { action: "replay", status: record.response?.status ?? 500, until: record.expiresAt };
     const last = latest ? ` after ${latest.kind} ${latest.name}` : "";
     const outcome = record.response ? ` (${record.response.outcome}, ${record.response.status})` : "";
@@ -306,7 +308,8 @@ export function describeRetry(record: RunRecord, diagnosis: Diagnosis): string {
     case "replay":
       return `replay the stored ${r.status} response${r.until ? ` (kept until ${iso(r.until)})` : ""}`;
     case "run_again":
-      return `run the workflow again from the start: the record is past retention${r.since ? ` (since ${iso(r.since)})` : ""} and counts as absent`;
+    case "refuse_expired":
+      return describeExpired(r);
     case "wait":
       // A valid lease says nothing about whether its owner still runs: a live owner's heartbeat
       // renews it again and again, so "until" is the earliest takeover, not a promise of one.

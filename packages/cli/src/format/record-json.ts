@@ -27,8 +27,10 @@ export interface KeyJson {
   updatedAt: string;
   /** When a completed record stops counting (retention); `null` in flight. */
   expiresAt: string | null;
-  /** Completed and past retention: a retry runs again. */
+  /** Completed and past retention: a retry gets 410 until `tombstoneUntil`, and runs again after it. */
   expired: boolean;
+  /** Completed: when the key's tombstone ends (`expiresAt` + the workflow's `tombstoneMs`); `null` without one. */
+  tombstoneUntil: string | null;
   /**
    * Suspended: what the run waits for (`until`: the sleep's wake-up time or
    * the wait's timeout); `null` otherwise and for an enqueued run no worker started.
@@ -59,6 +61,7 @@ export function keyJson(record: RunRecord, now: Date, facts: SuspensionFacts = {
     updatedAt: record.updatedAt.toISOString(),
     expiresAt: record.expiresAt ? record.expiresAt.toISOString() : null,
     expired: record.expired,
+    tombstoneUntil: record.tombstoneUntil ? record.tombstoneUntil.toISOString() : null,
     waitingFor: record.waitingFor
       ? {
           kind: record.waitingFor.kind,
@@ -107,6 +110,7 @@ type RetryJson =
   | { action: "run_again"; since: string | null }
   | { action: "wait"; until: string; retryAfterMs: number; thenResumeAfter: string | null }
   | { action: "take_over"; attempt: number; resumeAfter: string | null; next: string | null; refusedBefore: number }
+  | { action: "refuse_expired"; since: string | null; until: string }
   | { action: "parked"; reason: string }
   | { action: "resume"; attempt: number; resumeAfter: string | null; next: string | null; because: string }
   | {
@@ -124,6 +128,8 @@ function retryJson(r: RetryAction): RetryJson {
       return { action: "replay", status: r.status, until: r.until ? r.until.toISOString() : null };
     case "run_again":
       return { action: "run_again", since: r.since ? r.since.toISOString() : null };
+    case "refuse_expired":
+      return { action: "refuse_expired", since: r.since ? r.since.toISOString() : null, until: r.until.toISOString() };
     case "wait":
       return {
         action: "wait",

@@ -1,5 +1,6 @@
 import {
   DatabaseUnavailableError,
+  IdempotencyKeyExpiredError,
   IdempotencyKeyInProgressError,
   IdempotencyKeyMismatchError,
   InputValidationError,
@@ -20,6 +21,16 @@ describe("the problem table", () => {
   it.each([
     [new IdempotencyKeyInProgressError("t", "k", 1200), 409, "key_in_progress"],
     [new IdempotencyKeyMismatchError("t", "k", "a different request payload"), 422, "key_mismatch"],
+    [
+      new IdempotencyKeyExpiredError("t", "k", {
+        outcome: "succeeded",
+        completedAt: new Date(0),
+        expiredAt: new Date(1),
+        tombstoneUntil: new Date(2),
+      }),
+      410,
+      "key_expired",
+    ],
     [new InputValidationError([{ path: "$.a", message: "bad" }]), 400, "invalid_input"],
     [new InvalidIdempotencyKeyError("bad key"), 400, "invalid_key"],
     [new IdempotencyKeyMissingError(), 400, "key_missing"],

@@ -18,6 +18,7 @@ export const PROBLEM_TYPE_PREFIX = "urn:idempo:problem:";
 const TITLES: Readonly<Record<string, string>> = {
   key_in_progress: "A request with this idempotency key is still in progress",
   key_mismatch: "This idempotency key was used for a different request",
+  key_expired: "This idempotency key named a request whose stored response has expired",
   invalid_key: "Invalid idempotency key",
   key_missing: "Idempotency key required",
   invalid_input: "Invalid request",

@@ -17,7 +17,7 @@ import type { AddressInfo } from "node:net";
 import type { ServerType } from "@hono/node-server";
 import { serve } from "@hono/node-server";
 import type { Engine } from "@idempo/core";
-import { createEngine, IdempoError, workflow } from "@idempo/core";
+import { createEngine, RunNotFoundError, workflow } from "@idempo/core";
 import express from "express";
 import Fastify from "fastify";
 import { Hono } from "hono";
@@ -221,7 +221,7 @@ describe.each(Object.keys(harnesses))("%s", (name) => {
     await suspended(key);
     expect((await deliver(key, { outcome: "approved" })).status).toBe(200);
     expect((await t.engine.runOnce(payment, { tenantId: "t1", key, input: { orderId: key } })).status).toBe(201);
-    // Past retention, not yet swept: the record counts as absent.
+    // Past retention, not yet swept: the record answers as its tombstone.
     await sql`UPDATE idempo.runs SET expires_at = now() - interval '1 minute' WHERE tenant_id = 't1' AND key = ${key}`.execute(
       t.db,
     );
@@ -233,19 +233,21 @@ describe.each(Object.keys(harnesses))("%s", (name) => {
         json: { received: true, duplicate: false, woke: false, undelivered: "run_expired" },
       });
     }
+    // The engine acknowledged them (expired: true): reported without an error.
     expect(seen()).toEqual([
-      { reason: "run_expired", key, code: "run_not_found" },
-      { reason: "run_expired", key, code: "run_not_found" },
+      { reason: "run_expired", key, code: undefined },
+      { reason: "run_expired", key, code: undefined },
     ]);
   });
 
-  it("an engine that answers key_expired (a tombstoned run) is acknowledged as run_expired", async () => {
+  it("a record past retention without a tombstone (tombstoneMs 0) is acknowledged as run_expired too", async () => {
     const expiredEngine = {
       ...t.engine,
       signal: async () => {
-        throw new IdempoError("key_expired", 410, "idempotency key 'k' (tenant 't1') expired");
+        throw new RunNotFoundError("t1", "tombstoneless");
       },
-    } as Engine;
+      inspect: async () => ({ expired: true }),
+    } as unknown as Engine;
     const local: UndeliveredSignal<AnyReq>[] = [];
     const other = await start(expiredEngine, { onUndelivered: (event) => void local.push(event) });
     closers.push(() => other.close());
@@ -254,7 +256,7 @@ describe.each(Object.keys(harnesses))("%s", (name) => {
       status: 200,
       json: { received: true, duplicate: false, woke: false, undelivered: "run_expired" },
     });
-    expect(local.map((r) => [r.reason, r.error?.code])).toEqual([["run_expired", "key_expired"]]);
+    expect(local.map((r) => [r.reason, r.error?.code])).toEqual([["run_expired", "run_not_found"]]);
   });
 
   it("what a retry can still fix is not acknowledged: a payload failing the schema (the corrected retry is delivered), a name not waited for, an absent key", async () => {

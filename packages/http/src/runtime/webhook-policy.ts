@@ -31,10 +31,10 @@ export async function acknowledgedRefusal(
   target: { readonly tenantId: string; readonly key: string },
   error: IdempoError,
 ): Promise<Exclude<UndeliveredReason, "duplicate"> | undefined> {
-  // A tombstoned run: the engine knows it completed and expired.
-  if (error.code === "key_expired") return "run_expired";
   // A run that waits no more but is not completed (its onTimeout still runs, or it waits elsewhere) stays 409.
   if (error instanceof RunStateError && error.status === "completed") return "run_ended";
+  // A record past retention without a tombstone (tombstoneMs 0), not swept yet. (A tombstoned run is no
+  // error: `signal` acknowledges it with `expired: true`.)
   if (error instanceof RunNotFoundError) {
     const record = await engine.inspect(target.tenantId, target.key).catch(() => null);
     if (record?.expired === true) return "run_expired";

@@ -9,7 +9,7 @@
  * through `onUndelivered`; so the provider stops retrying. A problem
  * otherwise, and the provider's retry may still be delivered.
  */
-import type { Engine, IdempoError } from "@idempo/core";
+import type { Engine, IdempoError, SignalResult } from "@idempo/core";
 import { WebhookVerificationError } from "../problem/errors.js";
 import { isIdempoError, problemReply } from "../problem/problem.js";
 import { bodyFromBytes } from "../request/body.js";
@@ -177,7 +177,7 @@ export async function runWebhookRoute<Req>(route: WebhookRoute<Req>, req: Webhoo
     }
     const report = (reason: UndeliveredReason, error: IdempoError | undefined) =>
       (route.options.onUndelivered ?? warnUndelivered)({ reason, signal: target, request: req.request, error });
-    let done: { duplicate: boolean; woke: boolean };
+    let done: SignalResult;
     try {
       done = await route.engine.signal(target.tenantId, target.key, target.name, target.payload);
     } catch (error) {
@@ -185,6 +185,12 @@ export async function runWebhookRoute<Req>(route: WebhookRoute<Req>, req: Webhoo
       if (reason === undefined) throw error;
       await report(reason, error as IdempoError);
       const body = { received: true, duplicate: false, woke: false, undelivered: reason };
+      return jsonReply(200, JSON.stringify(body), JSON_TYPE);
+    }
+    if (done.expired) {
+      // The run completed and its record expired: its tombstone acknowledges the signal, which changes nothing.
+      await report("run_expired", undefined);
+      const body = { received: true, duplicate: false, woke: false, undelivered: "run_expired" };
       return jsonReply(200, JSON.stringify(body), JSON_TYPE);
     }
     if (done.duplicate) await report("duplicate", undefined);

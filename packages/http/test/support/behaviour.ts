@@ -246,7 +246,8 @@ export function behaviourSuite(harness: Harness): void {
       expect(await ordersFor(c1.cartId)).toBe(2);
 
       const [r1, r2] = await Promise.all([t.engine.inspect("t1", key), t.engine.inspect("t2", key)]);
-      const derived = (r: RunRecord | TombstoneRecord | null) => r?.history?.find((h) => h.name === "charge")?.derivedKey;
+      const derived = (r: RunRecord | TombstoneRecord | null) =>
+        r?.history?.find((h) => h.name === "charge")?.derivedKey;
       expect(derived(r1)).toBeTruthy();
       expect(derived(r1)).not.toBe(derived(r2));
       const page = await t.engine.listKeys({ tenantId: "t1", limit: 1000 });

@@ -113,6 +113,7 @@ describe("keys list", () => {
       updatedAt: expect.any(String),
       expiresAt: null,
       expired: false,
+      tombstoneUntil: null,
       waitingFor: null,
       wakeAt: null,
       wakesInMs: null,
@@ -252,7 +253,7 @@ describe("keys show", () => {
   it("an unknown key is an operational error", () => {
     expect(r.showMissing).toMatchObject({ code: 1, stdout: "" });
     expect(r.showMissing?.stderr).toBe(
-      "idempo: no record for key 'no-such-key' in tenant 'acme' (never used, swept or deleted)\n",
+      "idempo: no record for key 'no-such-key' in tenant 'acme' (never used, deleted, or swept and past its tombstone)\n",
     );
   });
 });

@@ -150,6 +150,13 @@ describe("keys cancel, retry-from, release", { timeout: 300_000 }, () => {
     const bad = await cli(["keys", "retry-from", "acme", "stuck-2", "nope", "--yes"]);
     expect(bad).toMatchObject({ code: 1 });
     expect(bad.stderr).toMatch(/'nope' is not a phase or step of checkout/);
+    const resend = await cli(["keys", "retry-from", "acme", "stuck-2", "create_order", "--resend-outbox", "--yes"]);
+    expect(resend.stderr).toBe("");
+    expect(resend.code).toBe(0);
+    expect(resend.flat).toMatch(/will run again; their outbox messages get new delivery keys/);
+    const { rows } = await sql<{ round: number }>`
+      SELECT outbox_round AS round FROM idempo.runs WHERE tenant_id = 'acme' AND key = 'stuck-2'`.execute(clone.db);
+    expect(rows).toEqual([{ round: 1 }]);
   });
 
   it("release of a live owner says its next renewal fails and cannot renew it back", async () => {

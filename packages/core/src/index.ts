@@ -43,7 +43,12 @@ export type { RunResult } from "./runtime/execution/run-result.js";
 export type { StepFailure } from "./runtime/execution/step-failure.js";
 export { stepFailureOf } from "./runtime/execution/step-failure.js";
 export type { AdminApi, ListOutboxOptions, OutboxEntry, WorkflowStats } from "./runtime/operator/admin-api.js";
-export type { CancelOptions, ForgetOptions, OperatorVerbs } from "./runtime/operator/operator-verbs.js";
+export type {
+  CancelOptions,
+  ForgetOptions,
+  OperatorVerbs,
+  RetryFromOptions,
+} from "./runtime/operator/operator-verbs.js";
 export type {
   HistoryEntry,
   KeyPage,

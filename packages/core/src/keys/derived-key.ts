@@ -14,24 +14,16 @@ export function deriveStepKey(tenantId: string, key: string, workflow: string, s
 }
 
 /**
- * The delivery key of an outbox message enqueued without one: a pure
- * function of (tenant id, key, run id, attempt, phase name, position in the
- * phase), so a phase retried inside one attempt after a rollback enqueues
- * under the same keys, and a key reused after retention (a new run) under
- * new ones. The attempt is part of it because a takeover keeps the run id:
- * with the same key, the successor's insert would wait on the unique index
- * for as long as a paused zombie keeps its uncommitted row, and a phase run
- * again by `retryFrom` would collide with its own first message. Only one
- * attempt's phase ever commits, so a message still exists once. `dlv_`
- * plus 43 base64url characters.
+ * The delivery key of an outbox message enqueued without one, in round 0
+ * (before any `retryFrom(..., { resendOutbox: true })`): a pure function of
+ * (tenant id, key, run id, phase name, position in the phase), so the
+ * message has one key on every try, attempt, takeover and `retryFrom`, and a
+ * key reused after retention (a new run, a new run id) gets new ones. The
+ * attempt is not part of it: the outbox's unique constraint carries it, so
+ * a successor never waits behind a paused zombie's uncommitted row. A later
+ * round's key is derived from this one in the insert (store/outbox.ts).
+ * `dlv_` plus 43 base64url characters.
  */
-export function deriveDeliveryKey(
-  tenantId: string,
-  key: string,
-  runId: string,
-  attempt: number,
-  phase: string,
-  position: number,
-): string {
-  return `dlv_${hash("sha256", JSON.stringify([tenantId, key, runId, attempt, phase, position]), "base64url")}`;
+export function deriveDeliveryKey(tenantId: string, key: string, runId: string, phase: string, position: number): string {
+  return `dlv_${hash("sha256", JSON.stringify([tenantId, key, runId, phase, position]), "base64url")}`;
 }

@@ -119,7 +119,7 @@ export async function reclaimExpiredKey(db: Executor, t: Tables, run: NewRun): P
           definition_hash = ${run.definitionHash}, workflow_version = ${run.workflowVersion}, fingerprint = ${run.fingerprint}, input = ${run.input}::json,
           parsed_input_hash = ${run.parsedInputHash},
           status = 'in_flight', owner_token = ${run.ownerToken},
-          locked_until = clock_timestamp() + ${leaseInterval(run.leaseMs)}, attempt = 1, attempt_floor = 0,
+          locked_until = clock_timestamp() + ${leaseInterval(run.leaseMs)}, attempt = 1, attempt_floor = 0, outbox_round = 0,
           parked_reason = NULL, parked_at = NULL, wake_at = NULL, wait_kind = NULL, wait_name = NULL, durable = false,
           recovery_point = NULL, state = '{}', retention_ms = ${run.retentionMs},
           tombstone_ms = ${run.tombstoneMs}, outcome = NULL, response_status = NULL, response_body = NULL,

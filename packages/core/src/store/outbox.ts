@@ -15,26 +15,80 @@ export interface OutboxInsert {
   readonly tenantId: string;
   readonly key: string;
   readonly runId: string;
+  /** The run attempt whose phase enqueues it: part of the unique constraint, not of the key. */
+  readonly runAttempt: number;
   readonly messageId: string;
   readonly topic: string;
   /** JSON text. */
   readonly payload: string;
+  /** The application's own key, or `derived`: the round-0 derived key, which the run's outbox round may replace. */
+  readonly deliveryKey: { readonly derived: string } | { readonly explicit: string };
+}
+
+/** What an insert did: the key the message carries, and whether a row was written. */
+export interface OutboxInserted {
   readonly deliveryKey: string;
+  /**
+   * false: a derived key whose row this attempt already committed (a phase
+   * run again at the same attempt), or an explicit key another run holds.
+   */
+  readonly inserted: boolean;
+}
+
+/**
+ * The delivery key of outbox round `round` (> 0), from the round-0 key:
+ * `dlv_` + base64url(SHA-256(round-0 key, ":", round)). In SQL because the
+ * round lives in the run's row, which the insert reads anyway.
+ */
+function resentKeySql(derived: string) {
+  return sql`'dlv_' || translate(rtrim(encode(sha256(convert_to(${derived} || ':' || r.outbox_round, 'UTF8')), 'base64'), '='), '+/', '-_')`;
 }
 
 /**
  * Insert a message in the phase's transaction and queue a notification,
  * which PostgreSQL delivers only when (and if) that transaction commits.
+ * The run's row gives the outbox round in the same statement (a primary
+ * key read, no lock).
+ *
+ * Races closed: (1) a successor against a paused zombie of the same run,
+ * both inserting one message under one key: the unique constraint carries
+ * the attempt, so neither insert waits on the other's uncommitted row, and
+ * only the attempt whose phase commit holds the fence keeps its row. (2) A
+ * phase run again at the attempt that already committed it: `ON CONFLICT DO
+ * NOTHING` keeps the committed row. An explicit key another run used is
+ * refused (`inserted: false`), whatever the attempts; a concurrent one of
+ * the same attempt number raises the unique violation (23505).
  */
-export async function insertMessage(tx: Executor, t: Tables, m: OutboxInsert): Promise<void> {
-  await sql`
-    WITH queued AS (
-      INSERT INTO ${t.outbox} (tenant_id, message_id, key, run_id, topic, payload, delivery_key)
-      VALUES (${m.tenantId}, ${m.messageId}, ${m.key}, ${m.runId}, ${m.topic}, ${m.payload}::json, ${m.deliveryKey})
+export async function insertMessage(tx: Executor, t: Tables, m: OutboxInsert): Promise<OutboxInserted | null> {
+  const given = m.deliveryKey;
+  const derived = "derived" in given ? given.derived : null;
+  const chosen =
+    "derived" in given
+      ? sql`CASE WHEN r.outbox_round = 0 THEN ${given.derived}::text ELSE ${resentKeySql(given.derived)} END`
+      : sql`${given.explicit}::text`;
+  // Plain lower-case aliases: the phase's transaction may carry the application's plugins (CamelCasePlugin).
+  const { rows } = await sql<{ dk: string; n: number }>`
+    WITH chosen AS (
+      SELECT ${chosen} AS dk FROM ${t.runs} r WHERE r.tenant_id = ${m.tenantId} AND r.key = ${m.key}
+    ), queued AS (
+      INSERT INTO ${t.outbox} (tenant_id, message_id, key, run_id, run_attempt, topic, payload, delivery_key)
+      SELECT ${m.tenantId}, ${m.messageId}, ${m.key}, ${m.runId}, ${m.runAttempt}, ${m.topic}, ${m.payload}::json, c.dk
+      FROM chosen c
+      ${
+        derived === null
+          ? sql`WHERE NOT EXISTS (
+              SELECT 1 FROM ${t.outbox} o WHERE o.tenant_id = ${m.tenantId} AND o.delivery_key = c.dk AND o.run_id <> ${m.runId}
+            )`
+          : sql`ON CONFLICT (tenant_id, delivery_key, run_attempt) DO NOTHING`
+      }
       RETURNING topic
     )
-    SELECT pg_notify(${OUTBOX_CHANNEL}, topic) FROM queued
+    SELECT c.dk, (SELECT count(*)::int FROM (SELECT pg_notify(${OUTBOX_CHANNEL}, topic) FROM queued) q) AS n
+    FROM chosen c
   `.execute(tx);
+  const row = rows[0];
+  // No run row: the key was deleted under the attempt (a forced forget).
+  return row ? { deliveryKey: row.dk, inserted: row.n === 1 } : null;
 }
 
 export interface ClaimedMessage {

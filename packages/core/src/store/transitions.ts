@@ -145,6 +145,8 @@ export interface Rewind {
   readonly seenRecoveryPoint: string | null;
   /** The item before the one to run again; null to run from the start. */
   readonly recoveryPoint: string | null;
+  /** Start a new outbox round: phases that run again derive new delivery keys. */
+  readonly resendOutbox: boolean;
 }
 
 /**
@@ -155,6 +157,8 @@ export interface Rewind {
  * gets a fresh timeout when it runs again. Only for a run no one owns: in flight with an expired lease,
  * parked (which it also unparks, with a fresh attempt budget) or suspended.
  * The lease ends now, so the next retry or resumer takes over at once.
+ * With `resendOutbox` the run's outbox round goes up by one, which is what
+ * gives the messages of the phases that run again new delivery keys.
  *
  * Race closed: a retry taking the run over between the operator's read and
  * this statement. The guard wants the attempt and recovery point that were
@@ -169,6 +173,7 @@ export async function rewindRun(db: Executor, t: Tables, r: Rewind): Promise<Rec
     SET recovery_point = ${r.recoveryPoint}, status = 'in_flight', owner_token = NULL,
         locked_until = LEAST(locked_until, clock_timestamp()),
         attempt_floor = CASE WHEN status = 'parked' THEN attempt ELSE attempt_floor END,
+        outbox_round = outbox_round + ${r.resendOutbox ? 1 : 0},
         parked_reason = NULL, parked_at = NULL, updated_at = clock_timestamp(),
         wait_kind = NULL, wait_name = NULL, wake_at = NULL, wait_until = NULL
     WHERE tenant_id = ${r.tenantId} AND key = ${r.key} AND run_id = ${r.runId}

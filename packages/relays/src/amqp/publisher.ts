@@ -9,6 +9,9 @@ import { DeliveryNotConfirmedError, RelayOptionsError } from "../errors.js";
 import { fault } from "../faults.js";
 import { ReconnectingChannel } from "./connection.js";
 
+/** The header that carries the outbox message id: what a return is matched on. */
+const MESSAGE_ID_HEADER = "x-idempo-message-id";
+
 /** Where one message goes: an exchange (`""` is the default exchange) and a routing key. */
 export interface AmqpRoute {
   readonly exchange: string;
@@ -80,8 +83,10 @@ export function createAmqpPublisher(options: AmqpPublisherOptions): AmqpPublishe
   if (typeof options.route !== "function") throw new RelayOptionsError("createAmqpPublisher needs a route function");
   const onError = options.onError ?? (() => {});
   const mandatory = options.mandatory ?? true;
-  // Publishes awaiting their confirm, by delivery key: a basic.return names
-  // the message only by its properties, and arrives before the confirm.
+  // Publishes awaiting their confirm, by outbox message id: a basic.return
+  // names the message only by its properties, and arrives before the confirm.
+  // Not by delivery key: a phase run again by retryFrom leaves a second row
+  // under the same key, and the two may be published at once.
   const waiting = new Map<string, Set<{ returned: boolean }>>();
   const source = new ReconnectingChannel({
     url: options.url,
@@ -91,7 +96,7 @@ export function createAmqpPublisher(options: AmqpPublisherOptions): AmqpPublishe
     maxDelayMs: options.maxReconnectDelayMs ?? 10_000,
     onError,
     onReturn: (message: Message) => {
-      const id = message.properties.messageId as string | undefined;
+      const id = message.properties.headers?.[MESSAGE_ID_HEADER] as string | undefined;
       for (const entry of (id && waiting.get(id)) || []) entry.returned = true;
     },
   });
@@ -100,9 +105,9 @@ export function createAmqpPublisher(options: AmqpPublisherOptions): AmqpPublishe
     const route = checkRoute(options.route(message), message.topic);
     const channel = await source.get(signal);
     const entry = { returned: false };
-    const entries = waiting.get(deliveryKey) ?? new Set();
+    const entries = waiting.get(message.messageId) ?? new Set();
     entries.add(entry);
-    waiting.set(deliveryKey, entries);
+    waiting.set(message.messageId, entries);
     try {
       const confirmed = new Promise<void>((resolve, reject) => {
         // publish throws at once on a channel that has just closed; that is a lost connection too.
@@ -126,7 +131,7 @@ export function createAmqpPublisher(options: AmqpPublisherOptions): AmqpPublishe
       await fault("amqp:confirmed", deliveryKey);
     } finally {
       entries.delete(entry);
-      if (entries.size === 0) waiting.delete(deliveryKey);
+      if (entries.size === 0) waiting.delete(message.messageId);
     }
   };
 
@@ -152,7 +157,7 @@ function publish(
       contentType: "application/json",
       type: message.topic,
       timestamp: Math.floor(message.createdAt.getTime() / 1000),
-      headers: { "x-idempo-tenant": message.tenantId, "x-idempo-message-id": message.messageId },
+      headers: { "x-idempo-tenant": message.tenantId, [MESSAGE_ID_HEADER]: message.messageId },
     },
     done,
   );

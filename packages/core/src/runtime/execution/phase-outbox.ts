@@ -8,7 +8,18 @@ import type { Executor } from "../../store/run-store.js";
 import type { Outbox } from "../../workflow/context.js";
 import type { ExecutorDeps, Plan } from "./plan.js";
 
-/** The outbox handle of one phase transaction; positions count from 0 on every try. */
+function takenKey(deliveryKey: string, tenantId: string): WorkflowUsageError {
+  return new WorkflowUsageError(
+    `outbox delivery key '${deliveryKey}' (tenant '${tenantId}') is already taken by another message; ` +
+      "delivery keys must be unique per tenant: omit deliveryKey to have one derived",
+  );
+}
+
+/**
+ * The outbox handle of one phase transaction. Positions count from 0 on
+ * every try, so a phase run again (a rollback, a takeover, `retryFrom`)
+ * enqueues under the same derived keys.
+ */
 export function phaseOutbox(deps: ExecutorDeps, plan: Plan, phase: string, tx: Executor): Outbox {
   let position = 0;
   return {
@@ -18,32 +29,27 @@ export function phaseOutbox(deps: ExecutorDeps, plan: Plan, phase: string, tx: E
       if (!converted.ok)
         throw new UnstorableValueError(`outbox message '${topic}' in phase '${phase}'`, converted.issues);
       const { tenantId, key, runId } = plan.own;
-      const deliveryKey = options.deliveryKey ?? deriveDeliveryKey(tenantId, key, runId, plan.attempt, phase, position);
-      position++;
-      assertValidKey(deliveryKey, "delivery key");
-      const inserted = insertMessage(tx, deps.tables, {
+      const explicit = options.deliveryKey;
+      if (explicit !== undefined) assertValidKey(explicit, "delivery key");
+      const at = position++;
+      const done = await insertMessage(tx, deps.tables, {
         tenantId,
         key,
         runId,
+        runAttempt: plan.attempt,
         messageId: newId(),
         topic,
         payload: JSON.stringify(converted.value),
-        deliveryKey,
+        deliveryKey:
+          explicit === undefined ? { derived: deriveDeliveryKey(tenantId, key, runId, phase, at) } : { explicit },
+      }).catch((error: unknown) => {
+        if (explicit === undefined || (error as { code?: string }).code !== "23505") throw error;
+        throw takenKey(explicit, tenantId);
       });
-      await inserted.catch((error: unknown) => {
-        if ((error as { code?: string }).code !== "23505") throw error;
-        // A derived key is unique to this run, attempt, phase and position: a
-        // collision means this attempt's own earlier try committed it, which a
-        // fenced commit makes impossible unless the lease was lost meanwhile.
-        if (options.deliveryKey === undefined)
-          throw new LeaseLostError(tenantId, key, `outbox enqueue in phase '${phase}'`);
-        throw new WorkflowUsageError(
-          `outbox delivery key '${deliveryKey}' (tenant '${tenantId}') is already taken by another message; ` +
-            "delivery keys must be unique per tenant: omit deliveryKey to have one derived " +
-            "(or this attempt lost its lease and another one already committed this phase)",
-        );
-      });
-      return deliveryKey;
+      if (done === null) throw new LeaseLostError(tenantId, key, `outbox enqueue in phase '${phase}'`);
+      // A derived key not written is this attempt's own committed message (the phase ran again): it stands.
+      if (!done.inserted && explicit !== undefined) throw takenKey(explicit, tenantId);
+      return done.deliveryKey;
     },
   };
 }

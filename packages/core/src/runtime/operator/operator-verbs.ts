@@ -4,7 +4,7 @@
  * `store/transitions.ts`; this layer checks the arguments, and when the
  * guard refuses, reads the record once to say why (absent, or which state).
  */
-import { InputValidationError, RunNotFoundError, RunStateError } from "../../errors.js";
+import { InputValidationError, InvalidOptionError, RunNotFoundError, RunStateError } from "../../errors.js";
 import { toJsonValue } from "../../json/json-value.js";
 import { assertValidRunKey } from "../../keys/key-validation.js";
 import type { RecordRow } from "../../store/operations.js";
@@ -36,6 +36,21 @@ export interface ForgetOptions {
   force?: boolean;
 }
 
+/** Options of `engine.retryFrom`. */
+export interface RetryFromOptions {
+  /**
+   * Give the outbox messages of the phases that run again new delivery keys
+   * (Default: false). Without it a phase that runs again enqueues its
+   * messages under the keys of its first run, so a receiver that
+   * deduplicates on them drops the copies. With it the receiver treats them
+   * as new messages and acts again (the email is sent again): use it only
+   * when the first messages were lost or wrong. The new keys stay the run's
+   * keys for every later attempt and `retryFrom`. Messages enqueued with
+   * an explicit `deliveryKey` keep it.
+   */
+  resendOutbox?: boolean;
+}
+
 /** The operator verbs of an engine; each returns the record as the verb left it. */
 export interface OperatorVerbs {
   /**
@@ -59,14 +74,23 @@ export interface OperatorVerbs {
    * unparked, with a fresh attempt budget) or suspended. State stays as
    * committed; the items that run again replace what they returned. A step
    * that runs again is called with the same derived key, so a provider
-   * that deduplicates on it answers with its first result.
+   * that deduplicates on it answers with its first result. A phase that
+   * runs again enqueues its outbox messages under the delivery keys of its
+   * first run (the relay delivers them again, and a receiver deduplicating
+   * on the key drops them) unless `options.resendOutbox` asks for new keys.
+   *
+   * ```ts
+   * await engine.retryFrom('acme', 'order-1002', 'charge')
+   * await engine.retryFrom('acme', 'order-1002', 'notify', { resendOutbox: true }) // the receipt goes out again
+   * ```
    *
    * @returns the updated record, with its history.
    * @throws RunStateError (409) for a live or completed run, or an item the run has not reached yet.
    * @throws RunNotFoundError (404) when the key has no record.
    * @throws InputValidationError (400) when `itemName` is not a phase or step of the run's definition.
+   * @throws InvalidOptionError when `resendOutbox` is not a boolean.
    */
-  retryFrom(tenantId: string, key: string, itemName: string): Promise<RunRecord>;
+  retryFrom(tenantId: string, key: string, itemName: string, options?: RetryFromOptions): Promise<RunRecord>;
   /**
    * Make a parked run takeable again at once, with a fresh attempt budget,
    * after the code or data that made it fail was fixed. The next retry (or
@@ -160,8 +184,12 @@ export function operatorVerbs(db: Executor, tables: Tables): OperatorVerbs {
       );
     },
 
-    async retryFrom(tenantId, key, itemName) {
+    async retryFrom(tenantId, key, itemName, options = {}) {
       checkKey(tenantId, key);
+      const resendOutbox = options.resendOutbox ?? false;
+      if (typeof resendOutbox !== "boolean") {
+        throw new InvalidOptionError("resendOutbox", `retryFrom: resendOutbox must be a boolean, got ${typeof resendOutbox}`);
+      }
       const seen = await current(tenantId, key);
       const names = (JSON.parse(seen.definition) as string[]).map((e) => e.slice(e.indexOf(":") + 1));
       const at = names.indexOf(itemName);
@@ -193,6 +221,7 @@ export function operatorVerbs(db: Executor, tables: Tables): OperatorVerbs {
         seenAttempt: seen.attempt,
         seenRecoveryPoint: seen.recovery_point,
         recoveryPoint: at === 0 ? null : (names[at - 1] ?? null),
+        resendOutbox,
       });
       if (row) return withHistory(row);
       throw refuse("changed while retryFrom ran (another attempt took it over or committed): look again");

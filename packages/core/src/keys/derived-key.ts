@@ -24,6 +24,12 @@ export function deriveStepKey(tenantId: string, key: string, workflow: string, s
  * round's key is derived from this one in the insert (store/outbox.ts).
  * `dlv_` plus 43 base64url characters.
  */
-export function deriveDeliveryKey(tenantId: string, key: string, runId: string, phase: string, position: number): string {
+export function deriveDeliveryKey(
+  tenantId: string,
+  key: string,
+  runId: string,
+  phase: string,
+  position: number,
+): string {
   return `dlv_${hash("sha256", JSON.stringify([tenantId, key, runId, phase, position]), "base64url")}`;
 }

@@ -188,7 +188,10 @@ export function operatorVerbs(db: Executor, tables: Tables): OperatorVerbs {
       checkKey(tenantId, key);
       const resendOutbox = options.resendOutbox ?? false;
       if (typeof resendOutbox !== "boolean") {
-        throw new InvalidOptionError("resendOutbox", `retryFrom: resendOutbox must be a boolean, got ${typeof resendOutbox}`);
+        throw new InvalidOptionError(
+          "resendOutbox",
+          `retryFrom: resendOutbox must be a boolean, got ${typeof resendOutbox}`,
+        );
       }
       const seen = await current(tenantId, key);
       const names = (JSON.parse(seen.definition) as string[]).map((e) => e.slice(e.indexOf(":") + 1));

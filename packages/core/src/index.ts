@@ -56,6 +56,7 @@ export type {
   RunOutcome,
   RunRecord,
   RunStatus,
+  StepTry,
   TombstoneRecord,
   WaitingFor,
 } from "./runtime/operator/records.js";

@@ -3,6 +3,7 @@
  * in-memory instance for the file, one connection, so no concurrency cases.
  * Effects are counted as on Postgres: orders rows, provider calls, history.
  */
+import { createHash } from "node:crypto";
 import { readdirSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -20,7 +21,7 @@ import {
   InputValidationError,
   workflow,
 } from "../src/index.ts";
-import { CrashSignal } from "../src/internal.ts";
+import { CrashSignal, setFaultHook } from "../src/internal.ts";
 import { makeCheckout } from "./support/checkout.ts";
 import type { TestDb } from "./support/db.ts";
 import { countOrders, countRuns, historyOf, recordSnapshot } from "./support/effects.ts";
@@ -333,5 +334,42 @@ describe("PGlite: durable waits and background runs", () => {
       status: 200,
       body: { woke: true },
     });
+  });
+});
+
+describe("PGlite: outbox keys and step tries", () => {
+  it("retryFrom keeps a message's delivery key, resendOutbox derives the next round's; a retried step keeps its tries", async () => {
+    const engine = createEngine({ db });
+    const keys: string[] = [];
+    let calls = 0;
+    const wf = workflow("pg_outbox_keys")
+      .phase("notify", async ({ outbox }) => {
+        keys.push(await outbox.enqueue("receipt.email", {}));
+        return {};
+      })
+      .step(
+        "charge",
+        () => {
+          if (++calls === 1) throw new Error("transient");
+          return { charged: true };
+        },
+        { retries: 1, retryable: () => true, backoffMs: 1, maxBackoffMs: 1 },
+      )
+      .respond(() => ({ status: 201, body: null }));
+    const crashing = createEngine({ db });
+    setFaultHook(crashing, (point) => {
+      if (point === "after:phase:notify") throw new CrashSignal(point);
+    });
+    await crashing.runOnce(wf, { tenantId: T, key: "ob-1", input: {} }).catch(() => undefined);
+    await engine.release(T, "ob-1");
+    await engine.retryFrom(T, "ob-1", "notify", { resendOutbox: true });
+    await crashing.runOnce(wf, { tenantId: T, key: "ob-1", input: {} }).catch(() => undefined);
+    await engine.release(T, "ob-1");
+    await engine.retryFrom(T, "ob-1", "notify");
+    expect(await engine.runOnce(wf, { tenantId: T, key: "ob-1", input: {} })).toMatchObject({ status: 201 });
+    const resent = `dlv_${createHash("sha256").update(`${keys[0]}:1`).digest("base64url")}`;
+    expect(keys).toEqual([keys[0], resent, resent]);
+    const step = (await engine.inspect(T, "ob-1"))?.history?.find((h) => h.kind === "step");
+    expect(step?.tries?.map((x) => x.error)).toEqual(["transient", null]);
   });
 });

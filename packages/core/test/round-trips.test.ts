@@ -99,6 +99,30 @@ describe("round trips per path", () => {
     ]);
   });
 
+  it("a step retried in process records its tries with its result: no statement per try", async () => {
+    const engine = createEngine({ db });
+    let calls = 0;
+    const flaky = workflow("rt_flaky")
+      .phase("a", () => ({ a: 1 }))
+      .step(
+        "b",
+        () => {
+          if (++calls < 3) throw new Error("transient");
+          return { b: calls };
+        },
+        { retries: 2, retryable: () => true, backoffMs: 1, maxBackoffMs: 1 },
+      )
+      .phase("c", () => ({ c: 3 }))
+      .respond(({ state }) => ({ status: 201, body: state }));
+    expect(await measure(() => engine.runOnce(flaky, { tenantId: "rt", key: "flaky", input: {} }))).toEqual([
+      "claim_new_key",
+      "commit_phase",
+      "record_step_started",
+      "record_step_result", // with the three tries
+      "commit_phase",
+    ]);
+  });
+
   it("takeover costs one extra statement over a fresh claim", async () => {
     const engine = createEngine({ db, leaseMs: 60_000 });
     setFaultHook(engine, (p) => {

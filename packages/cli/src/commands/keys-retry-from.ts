@@ -37,7 +37,13 @@ Examples:
   $ idempo keys retry-from acme order-1002 send_receipt --resend-outbox`,
     )
     .action(
-      async (tenant: string, key: string, item: string, opts: { yes?: boolean; json?: boolean; resendOutbox?: boolean }, command: Command) => {
+      async (
+        tenant: string,
+        key: string,
+        item: string,
+        opts: { yes?: boolean; json?: boolean; resendOutbox?: boolean },
+        command: Command,
+      ) => {
         await withDatabase(command, async ({ engine, now }) => {
           const found = await engine.inspect(tenant, key);
           if (!found) throw new OperationalError(`no record for key '${key}' in tenant '${tenant}'`);

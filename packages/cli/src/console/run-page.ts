@@ -3,7 +3,7 @@
  * as `idempo keys show`), its phases and steps drawn to scale, the stored
  * response and state, and the verbs that apply to it.
  */
-import type { RunRecord } from "@idempo/core";
+import type { HistoryEntry, RunRecord } from "@idempo/core";
 import { html } from "hono/html";
 import type { SuspensionFacts } from "../format/diagnosis.js";
 import { describeRetry, diagnose } from "../format/diagnosis.js";
@@ -28,6 +28,16 @@ function suspensionRows(record: RunRecord, now: Date, facts: SuspensionFacts) {
       : "";
   return html`<tr><th>waits for</th><td data-testid="waits-for">${visible(waitsForLabel(record, facts))}${send}</td></tr>
     <tr><th>wakes</th><td data-testid="wakes">${record.wakeAt ? wakeTime(record.wakeAt, now) : "when the signal arrives (no timeout)"}</td></tr>`;
+}
+
+/** One row per call of a retried step, under its entry: which try, how it ended, how long, its error. */
+function tryRows(h: HistoryEntry) {
+  return (h.tries ?? []).map(
+    (t, i, all) => html`<tr class="try" data-try="${i + 1}">
+          <td>↳ try</td><td>${i + 1} of ${all.length}</td><td>${h.attempt}</td><td>${t.error === null ? "succeeded" : "failed"}</td>
+          <td>${formatDuration(t.durationMs)}</td><td></td><td>${t.error === null ? "" : visible(t.error)}</td>
+        </tr>`,
+  );
 }
 
 /**
@@ -99,7 +109,7 @@ export function runPage(record: RunRecord, now: Date, allowActions: boolean, fac
                 : "—"
           }</td>
           <td>${h.derivedKey ? html`<code>${h.derivedKey}</code>` : "—"}</td><td>${h.error ? visible(h.error) : ""}</td>
-        </tr>`,
+        </tr>${tryRows(h)}`,
         )}
       </tbody>
     </table>

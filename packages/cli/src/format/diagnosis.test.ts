@@ -15,6 +15,7 @@ function entry(over: Partial<HistoryEntry>): HistoryEntry {
     error: null,
     startedAt: at(-600),
     finishedAt: at(-599),
+    tries: null,
     ...over,
   };
 }

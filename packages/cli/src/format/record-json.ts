@@ -5,7 +5,7 @@
  * and response bodies appear only when asked for, because they can hold
  * personal or payment data.
  */
-import type { HistoryEntry, RunRecord, RunStatus } from "@idempo/core";
+import type { HistoryEntry, RunRecord, RunStatus, StepTry } from "@idempo/core";
 import type { Diagnosis, RetryAction, SuspensionFacts } from "./diagnosis.js";
 
 /** One key as `keys list` and `keys stuck` print it with `--json`. */
@@ -88,6 +88,8 @@ interface HistoryJson {
   finishedAt: string | null;
   /** `null` while a step is started and unrecorded. */
   durationMs: number | null;
+  /** Every call of a retried step (error, durationMs); `null` for a single call and for other kinds. */
+  tries: readonly StepTry[] | null;
 }
 
 function historyJson(entry: HistoryEntry): HistoryJson {
@@ -101,6 +103,7 @@ function historyJson(entry: HistoryEntry): HistoryJson {
     startedAt: entry.startedAt.toISOString(),
     finishedAt: entry.finishedAt ? entry.finishedAt.toISOString() : null,
     durationMs: entry.finishedAt ? entry.finishedAt.getTime() - entry.startedAt.getTime() : null,
+    tries: entry.tries,
   };
 }
 

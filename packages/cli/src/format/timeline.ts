@@ -1,5 +1,5 @@
 /** A run's phase and step history as a timeline table: when, how long, which attempt, what happened. */
-import type { HistoryEntry } from "@idempo/core";
+import type { HistoryEntry, StepTry } from "@idempo/core";
 import type { Paint } from "./colour.js";
 import { formatDuration } from "./duration.js";
 import type { Row } from "./table.js";
@@ -28,6 +28,16 @@ function outcomeLabel(entry: HistoryEntry, live: boolean, paint: Paint, suspende
     default:
       return String(entry.outcome);
   }
+}
+
+/** One line per call of a retried step: `try 2/3  failed  120ms  <error>`. */
+function triesNote(tries: readonly StepTry[], paint: Paint): string {
+  return tries
+    .map((t, i) => {
+      const head = `try ${i + 1}/${tries.length}  ${t.error === null ? paint("green", "succeeded") : paint("red", "failed")}`;
+      return `${head}  ${formatDuration(t.durationMs)}${t.error === null ? "" : `  ${paint("red", t.error.replace(/\s*\n\s*/g, " "))}`}`;
+    })
+    .join("\n");
 }
 
 /**
@@ -64,6 +74,7 @@ export function timelineTable(
       outcomeLabel(entry, live, paint, suspended),
     ]);
     if (entry.error) rows.push({ note: paint("red", `error: ${entry.error}`) });
+    if (entry.tries) rows.push({ note: triesNote(entry.tries, paint) });
     if (entry.derivedKey && entry.outcome === "started")
       rows.push({ note: paint("dim", `derived key: ${entry.derivedKey}`) });
   });

@@ -49,6 +49,8 @@ export interface HistoryRow {
   error: string | null;
   started_at: Date;
   finished_at: Date | null;
+  /** JSON text of a step's calls in its attempt; null for a single call and for other kinds. */
+  tries: string | null;
 }
 
 /** The columns of a record as operators see it; also the RETURNING list of every operator transition. */
@@ -77,7 +79,7 @@ export async function selectHistory(
   runId: string,
 ): Promise<HistoryRow[]> {
   const { rows } = await sql<HistoryRow>`
-    SELECT kind, name, attempt, derived_key, outcome, error, started_at, finished_at
+    SELECT kind, name, attempt, derived_key, outcome, error, started_at, finished_at, tries::text AS tries
     FROM ${t.history}
     WHERE tenant_id = ${tenantId} AND key = ${key} AND run_id = ${runId}
     ORDER BY started_at, entry_id

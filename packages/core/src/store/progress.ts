@@ -125,8 +125,9 @@ export async function recordStepStarted(
 
 /**
  * Record a step's result: advance the recovery point past it, store the
- * state (and, for the last item, the response), and close its history entry,
- * in one fenced statement.
+ * state (and, for the last item, the response), and close its history entry
+ * with its tries (JSON text of every call, or null for a single one), in one
+ * fenced statement.
  *
  * Race closed: a zombie recording a result after another attempt took over.
  * It matches no row and changes nothing; the taker's record stands.
@@ -140,8 +141,9 @@ export async function recordStepResult(
   entryId: string,
   outcome: "succeeded" | "reconciled",
   adv: Advance,
+  tries: string | null,
 ): Promise<boolean> {
-  // The statement is the function record_step_result of migration 0008.
+  // The statement is the function record_step_result of migration 0013.
   const rows = await t.calls.call<{ ok: boolean }>(db, "record_step_result", [
     own.tenantId,
     own.key,
@@ -152,6 +154,7 @@ export async function recordStepResult(
     adv.state,
     adv.leaseMs,
     ...completionArgs(adv.response),
+    tries,
   ]);
   return rows[0]?.ok === true;
 }
@@ -178,7 +181,7 @@ export async function completeRun(db: Executor, t: Tables, own: Ownership, respo
 
 /**
  * Record a failed phase or step in the history (the error path only). A
- * step's open entry is closed; a phase, whose transaction rolled back, gets
+ * step's open entry is closed, with its tries; a phase, whose transaction rolled back, gets
  * a new entry. Written only while this attempt still owns the key.
  */
 export async function recordFailure(
@@ -191,11 +194,14 @@ export async function recordFailure(
     attempt: number;
     error: string;
     entryId: string | null;
+    /** A step's calls as JSON text, or null for a single call. */
+    tries?: string | null;
   },
 ): Promise<void> {
   if (failure.entryId) {
     await sql`
-      UPDATE ${t.history} h SET outcome = 'failed', error = ${storableText(failure.error)}, finished_at = clock_timestamp()
+      UPDATE ${t.history} h SET outcome = 'failed', error = ${storableText(failure.error)}, finished_at = clock_timestamp(),
+        tries = ${failure.tries ?? null}::json
       FROM ${t.runs} r
       WHERE h.tenant_id = ${own.tenantId} AND h.key = ${own.key} AND h.entry_id = ${failure.entryId}
         AND r.tenant_id = h.tenant_id AND r.key = h.key AND r.owner_token = ${own.ownerToken}

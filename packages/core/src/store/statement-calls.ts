@@ -33,12 +33,12 @@ const FUNCTIONS = {
   take_over_expired_lease: { marker: "takeover", arity: 7, answer: "row" },
   commit_phase: { marker: "commit_phase", arity: 12, answer: "ok" },
   record_step_started: { marker: "step_started", arity: 8, answer: "row" },
-  record_step_result: { marker: "step_result", arity: 11, answer: "ok" },
+  record_step_result: { marker: "step_result", arity: 12, answer: "ok" },
   complete_run: { marker: "complete", arity: 6, answer: "ok" },
   renew_lease: { marker: "renew", arity: 4, answer: "ok" },
 } as const;
 
-/** A statement function of migration 0008 (the claim's as 0010 overloads it). */
+/** A statement function of migration 0008 (the claim's as 0010 overloads it, the step result's as 0013 does). */
 export type StatementFunction = keyof typeof FUNCTIONS;
 
 /**

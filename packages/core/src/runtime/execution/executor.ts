@@ -59,7 +59,7 @@ export async function execute(deps: ExecutorDeps, plan: Plan): Promise<RunResult
   const lease = new LeaseKeeper(ops);
   lease.start(deps.heartbeatMs ?? Math.max(1, Math.floor(plan.leaseMs / 3)), plan.attemptTimeoutMs);
   // The history entry of a step that started but has not recorded its result.
-  const openStep: OpenStep = { entryId: null };
+  const openStep: OpenStep = { entryId: null, tries: null };
   const faultHook = deps.hook;
   // Without a fault hook (production) the points are not even named.
   const hook: Hook | undefined = faultHook
@@ -176,6 +176,7 @@ async function recordItemFailure(
     attempt: plan.attempt,
     error: error instanceof Error ? error.message : String(error),
     entryId: openStep.entryId,
+    tries: openStep.tries?.toJson() ?? null,
   }).catch(() => undefined);
 }
 

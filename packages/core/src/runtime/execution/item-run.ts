@@ -13,6 +13,7 @@ import { FailThrow, RejectThrow } from "./control-flow.js";
 import type { LeaseKeeper } from "./lease-keeper.js";
 import type { ExecutorDeps, Plan } from "./plan.js";
 import type { RunResult } from "./run-result.js";
+import type { StepTries } from "./step-tries.js";
 import { bodyText, checkStatus } from "./values.js";
 
 /** What an item left: the run goes on with `state`, or it is done with `result`. */
@@ -21,9 +22,10 @@ export type Outcome = { kind: "continue"; state: JsonObject } | { kind: "done"; 
 /** The fault hook bound to this attempt. */
 export type Hook = (point: string) => void | Promise<void>;
 
-/** The history entry of a step that started but has not recorded its result. */
+/** The history entry of a step that started but has not recorded its result, and its calls so far. */
 export interface OpenStep {
   entryId: string | null;
+  tries: StepTries | null;
 }
 
 /** What every item runner of one attempt shares. */
@@ -70,7 +72,8 @@ export interface FailureToStore {
   /** The phase's transaction (its writes commit with the stored response), or the engine's handle. */
   readonly db: Executor;
   readonly failure: FailThrow;
-  readonly item: { kind: Item["kind"]; name: string; entryId: string | null };
+  /** `tries`: a step's calls as JSON text (null for a single call). */
+  readonly item: { kind: Item["kind"]; name: string; entryId: string | null; tries?: string | null };
 }
 
 /**

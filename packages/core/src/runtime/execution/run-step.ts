@@ -9,6 +9,7 @@ import { FailThrow } from "./control-flow.js";
 import type { ItemRun, Outcome } from "./item-run.js";
 import { completeWithFailure, control, respondWith, resultOf, runInfo } from "./item-run.js";
 import { callStep } from "./step-call.js";
+import { StepTries } from "./step-tries.js";
 import { mergeState } from "./values.js";
 
 /**
@@ -31,6 +32,9 @@ export async function runStep(run: ItemRun<"step">): Promise<Outcome> {
   if (hook) await hook(`before:step:${item.name}`);
   let result: unknown;
   let outcome: "succeeded" | "reconciled" = "succeeded";
+  // Every call in this attempt; a reconciled step makes none.
+  const tries = new StepTries();
+  openStep.tries = tries;
   try {
     const reconcile = item.options.reconcile;
     if (started.priorStarts > 0 && reconcile) {
@@ -47,26 +51,38 @@ export async function runStep(run: ItemRun<"step">): Promise<Outcome> {
         deps.telemetry.count("stepRetries", { "idempo.workflow": plan.def.name, "idempo.item": item.name });
       };
       result = await lease.until(
-        callStep(item, info, ctl, idempotencyKey, lease, onRetry, {
-          workflow: plan.def.name,
-          step: item.name,
-          tenantId: plan.own.tenantId,
-          key: plan.own.key,
-          attempt: plan.attempt,
-        }),
+        callStep(
+          item,
+          info,
+          ctl,
+          idempotencyKey,
+          lease,
+          onRetry,
+          {
+            workflow: plan.def.name,
+            step: item.name,
+            tenantId: plan.own.tenantId,
+            key: plan.own.key,
+            attempt: plan.attempt,
+          },
+          tries,
+        ),
       );
       ctl.rethrowCaught();
     }
   } catch (error) {
     if (!(error instanceof FailThrow)) throw error;
     openStep.entryId = null;
+    openStep.tries = null;
     return completeWithFailure(run, {
       db: deps.db,
       failure: error,
-      item: { kind: "step", name: item.name, entryId: started.entryId },
+      item: { kind: "step", name: item.name, entryId: started.entryId, tries: tries.toJson() },
     });
   }
   openStep.entryId = null;
+  openStep.tries = null;
+  const triesJson = tries.toJson();
   span.set({ "idempo.step.reconciled": outcome === "reconciled" });
   if (hook) await hook(`called:step:${item.name}`);
   const state = mergeState(info.state as JsonObject, result, where);
@@ -81,12 +97,13 @@ export async function runStep(run: ItemRun<"step">): Promise<Outcome> {
     if (last) response = await respondWith(plan.def, runInfo(plan, state));
   } catch (error) {
     // The call happened: keep its result even though respond failed, so a retry does not call again.
-    if (!(await recordStepResult(deps.db, deps.tables, plan.own, started.entryId, outcome, progress)))
+    if (!(await recordStepResult(deps.db, deps.tables, plan.own, started.entryId, outcome, progress, triesJson)))
       throw lease.lost();
     throw error;
   }
   const advance: Advance = response ? { ...progress, response } : progress;
   if (response) lease.finishing();
-  if (!(await recordStepResult(deps.db, deps.tables, plan.own, started.entryId, outcome, advance))) throw lease.lost();
+  if (!(await recordStepResult(deps.db, deps.tables, plan.own, started.entryId, outcome, advance, triesJson)))
+    throw lease.lost();
   return advance.response ? { kind: "done", result: resultOf(advance.response, false) } : { kind: "continue", state };
 }

@@ -8,6 +8,7 @@ import type { Item } from "../../workflow/definition.js";
 import { FailThrow, RejectThrow } from "./control-flow.js";
 import type { StepFailure } from "./step-failure.js";
 import { markStepFailure } from "./step-failure.js";
+import type { StepTries } from "./step-tries.js";
 
 type StepItem = Extract<Item, { kind: "step" }>;
 
@@ -33,8 +34,9 @@ interface LeaseSignal {
 }
 
 /**
- * Call the step, retrying as its options allow; `onRetry` hears of each retry. `lease` aborts everything.
- * The error that ends the calls is rethrown as it is, marked with the step it came from (`where`).
+ * Call the step, retrying as its options allow; `onRetry` hears of each retry, `tries` of each call's
+ * end. `lease` aborts everything. The error that ends the calls is rethrown as it is, marked with the
+ * step it came from (`where`).
  */
 export async function callStep(
   item: StepItem,
@@ -44,9 +46,11 @@ export async function callStep(
   lease: LeaseSignal,
   onRetry: () => void,
   where: Omit<StepFailure, "tries" | "retryable">,
+  tries: StepTries,
 ): Promise<unknown> {
   const { retries = 0, retryable, backoffMs = 100, maxBackoffMs = 5_000, timeoutMs } = item.options;
   for (let tryNo = 0; ; tryNo++) {
+    let began = 0;
     try {
       // A step with a timeout gets its own abort signal, which starts counting now.
       const timed =
@@ -66,8 +70,12 @@ export async function callStep(
           return timed ?? lease.abortSignal;
         },
       };
-      return await item.run(ctx);
+      began = performance.now();
+      const result = await item.run(ctx);
+      tries.ended(began, undefined);
+      return result;
     } catch (error) {
+      tries.ended(began, { error });
       if (error instanceof FailThrow || error instanceof RejectThrow || lease.aborted) throw error;
       // Asked about the last error too: a transient failure that ran out of tries is not a final answer.
       const again = retryable?.(error) === true;

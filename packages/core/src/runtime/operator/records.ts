@@ -8,6 +8,14 @@ import type { TombstoneRow } from "../../store/tombstones.js";
 
 export type { RunOutcome, RunStatus } from "../../store/run-store.js";
 
+/** One call of a step within one attempt: the first try, or an in-process retry. */
+export interface StepTry {
+  /** What the call threw (its message), cut at 1 000 characters; `null` for the call that succeeded. */
+  readonly error: string | null;
+  /** How long the call ran, in ms, by the calling process's monotonic clock (the backoff before a retry not included). */
+  readonly durationMs: number;
+}
+
 /** One phase or step entry in a run's history, oldest first. */
 export interface HistoryEntry {
   /** `sleep` and `wait` entries start when the run suspends there and finish when it resumes. */
@@ -29,6 +37,15 @@ export interface HistoryEntry {
   readonly startedAt: Date;
   /** DB clock; `null` while started. */
   readonly finishedAt: Date | null;
+  /**
+   * Every call of a step in this attempt, oldest first, when there was more
+   * than one (its `retries`): each with its error and duration. `null` for
+   * a step called once (its one call is the entry itself: `error`,
+   * `startedAt`, `finishedAt`), for a step whose attempt ended before it
+   * recorded (a crash loses the calls' details), and for phases, sleeps and
+   * waits.
+   */
+  readonly tries: readonly StepTry[] | null;
 }
 
 /** What a suspended run waits for. */
@@ -214,6 +231,7 @@ export function toRecord(row: RecordRow, history: HistoryRow[] | undefined): Run
       error: h.error,
       startedAt: h.started_at,
       finishedAt: h.finished_at,
+      tries: h.tries === null ? null : (JSON.parse(h.tries) as StepTry[]),
     })),
   };
 }

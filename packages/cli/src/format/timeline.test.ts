@@ -16,6 +16,7 @@ it("a discarded signal shows as such, with the schema's issues, and the wait it 
       error: "signal_discarded: $.outcome: Invalid option",
       startedAt: new Date(now.getTime() - 2_000),
       finishedAt: new Date(now.getTime() - 2_000),
+      tries: null,
     },
     {
       kind: "wait",
@@ -26,6 +27,7 @@ it("a discarded signal shows as such, with the schema's issues, and the wait it 
       error: null,
       startedAt: new Date(now.getTime() - 1_000),
       finishedAt: null,
+      tries: null,
     },
   ];
   const text = timelineTable(history, now, false, painter(false), 200, true);

@@ -184,6 +184,35 @@ export class UnstorableValueError extends IdempoError {
 }
 
 /**
+ * A value the engine would store is larger than the engine's
+ * `maxPayloadBytes` (413): an input, a signal payload, a phase or step
+ * result, an outbox payload, a response body (`respond`, `ctx.fail`,
+ * `accepted`, `cancel`), measured on its own as canonical JSON in UTF-8
+ * bytes. Raised before anything is written: an input or a signal over the
+ * bound is not claimed or stored; a value the run produced over it parks
+ * the run at its last recovery point, as a value that cannot be stored
+ * does (no retry can make it smaller). Keep large data elsewhere (object
+ * storage, the application's own table) and pass a reference, or raise
+ * `maxPayloadBytes`.
+ */
+export class PayloadTooLargeError extends IdempoError {
+  /** The value's size: canonical JSON, UTF-8 bytes. */
+  readonly bytes: number;
+  /** The bound it is over (`createEngine({ maxPayloadBytes })`). */
+  readonly maxPayloadBytes: number;
+  constructor(what: string, bytes: number, maxPayloadBytes: number) {
+    super(
+      "payload_too_large",
+      413,
+      `${what} is ${bytes} bytes as canonical JSON, over the engine's maxPayloadBytes of ${maxPayloadBytes}; ` +
+        "nothing was stored: keep large data elsewhere and pass a reference, or raise maxPayloadBytes",
+    );
+    this.bytes = bytes;
+    this.maxPayloadBytes = maxPayloadBytes;
+  }
+}
+
+/**
  * The database connection failed or was terminated mid-operation (503).
  * A transaction cut off before its COMMIT rolled back; one cut off at its
  * COMMIT may or may not have committed (only the acknowledgement may have
@@ -273,12 +302,16 @@ export class AttemptTimeoutError extends IdempoError {
 }
 
 /**
- * An option of `createEngine`, `workflow`, a step, `sweep`, `resumeStale`,
- * `startWorker` or `startRelay` is out of range (500, a programming error).
- * Raised when the engine, workflow or loop is built, or when the call is
- * made, before anything touches the database. Names the option and its
- * allowed range, so that a value which would silently break the lease (a
- * heartbeat slower than the lease, a timer beyond Node's limit) never runs.
+ * An option is unknown, of the wrong type or out of range (500, a
+ * programming error): in `createEngine`, `workflow` and its items, a call
+ * (`runOnce`, `enqueue`, `wait`, `sweep`, `listKeys`, an operator verb,
+ * `outbox.enqueue`), `startWorker` or `startRelay`. Raised when the engine,
+ * workflow or loop is built, or when the call is made, before anything
+ * touches the database. An unknown key is named with the known ones (so a
+ * misspelt `timeOutMs` never turns a timeout off); a bad value is named
+ * with its type and the allowed range, so that a value which would
+ * silently break the lease (a heartbeat slower than the lease, a timer
+ * beyond Node's limit) never runs.
  */
 export class InvalidOptionError extends IdempoError {
   /** The option, e.g. `heartbeatMs` or `sweep batchSize`. */

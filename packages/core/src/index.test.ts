@@ -17,6 +17,7 @@ describe("public exports", () => {
       "InvalidOptionError",
       "LeaseLostError",
       "MAX_KEY_BYTES",
+      "PayloadTooLargeError",
       "PhaseConflictError",
       "RunNotFoundError",
       "RunParkedError",
@@ -32,8 +33,24 @@ describe("public exports", () => {
     ]);
   });
 
-  it("@idempo/core/internal exports only the fault-injection hooks and the CLI's one-shot resume of due runs", () => {
-    expect(Object.keys(internal).sort()).toEqual(["CrashSignal", "resumeDue", "setFaultHook", "setHeartbeatSilenced"]);
+  it("@idempo/core/internal exports only the fault-injection hooks, the CLI's one-shot resume of due runs and the shared options check", () => {
+    expect(Object.keys(internal).sort()).toEqual([
+      "ANY",
+      "ARRAY",
+      "BOOLEAN",
+      "CrashSignal",
+      "FUNCTION",
+      "INTEGER",
+      "OBJECT",
+      "STRING",
+      "checkOptions",
+      "describeValue",
+      "optionKind",
+      "optionShape",
+      "resumeDue",
+      "setFaultHook",
+      "setHeartbeatSilenced",
+    ]);
   });
 
   it("every error carries a stable code and HTTP status", () => {
@@ -63,6 +80,7 @@ describe("public exports", () => {
       [new core.InvalidOptionError("x", "x"), "invalid_option", 500],
       [new core.PhaseConflictError("p", 1, 1, new Error("x")), "phase_conflict", 503],
       [new core.AttemptTimeoutError("t", "k", 1, "x"), "attempt_timeout", 503],
+      [new core.PayloadTooLargeError("x", 2, 1), "payload_too_large", 413],
     ];
     for (const [error, code, status] of cases) {
       expect(error).toBeInstanceOf(core.IdempoError);

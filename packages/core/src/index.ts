@@ -10,6 +10,7 @@ export {
   InvalidIdempotencyKeyError,
   InvalidOptionError,
   LeaseLostError,
+  PayloadTooLargeError,
   PhaseConflictError,
   RunNotFoundError,
   RunParkedError,

@@ -1,9 +1,26 @@
 /**
  * Fault injection for test tooling (`@idempo/testing` and idempo's own
- * suites), and the one-shot resume of due runs that the `idempo` command
- * uses. Not part of the supported API: import from `@idempo/core/internal`.
+ * suites), the one-shot resume of due runs that the `idempo` command uses,
+ * and the options check idempo's other packages share with the engine (so
+ * that `@idempo/http` and `@idempo/testing` refuse a misspelt option in the
+ * same words). Not part of the supported API: import from
+ * `@idempo/core/internal`.
  */
 
+export type { OptionKind, OptionShape } from "./options/option-shape.js";
+export {
+  ANY,
+  ARRAY,
+  BOOLEAN,
+  checkOptions,
+  describeValue,
+  FUNCTION,
+  INTEGER,
+  OBJECT,
+  optionKind,
+  optionShape,
+  STRING,
+} from "./options/option-shape.js";
 export type { DueReport, ResumeDueOptions } from "./runtime/background/resume-due.js";
 export { resumeDue } from "./runtime/background/resume-due.js";
 export { CrashSignal } from "./runtime/execution/control-flow.js";

@@ -8,6 +8,8 @@
  * plain text. The application's own queries pass through untouched.
  */
 import { createHash } from "node:crypto";
+import { PREPARED_STATEMENTS_OPTIONS } from "./options/known-options.js";
+import { checkOptions } from "./options/option-shape.js";
 import { LOST_STATEMENT } from "./store/statement-calls.js";
 
 const MARKER = "/* idempo:";
@@ -150,11 +152,13 @@ function naming<C extends QueryableClient>(client: C, state: Naming): C {
  * @param pool a node-postgres `Pool` (or anything with the same `connect`).
  * @param options `onConnectionError` to log lost connections (Default: ignored).
  * @returns a pool whose clients name idempo's statements.
+ * @throws InvalidOptionError for an unknown option or one of the wrong type.
  */
 export function withPreparedStatements<C extends QueryableClient, P extends ConnectablePool<C>>(
   pool: P,
   options: PreparedStatementsOptions = {},
 ): P {
+  checkOptions("withPreparedStatements", PREPARED_STATEMENTS_OPTIONS, options);
   const guard = listenForConnectionErrors(pool, options.onConnectionError ?? (() => undefined));
   const state: Naming = { on: true };
   return new Proxy(pool, {

@@ -4,12 +4,7 @@
  * Durations that end up in a timer are capped at Node's limit (see `limits.ts`).
  */
 import { InvalidOptionError } from "../errors.js";
-
-function show(value: unknown): string {
-  return typeof value === "number" || typeof value === "bigint"
-    ? String(value)
-    : (JSON.stringify(value) ?? String(value));
-}
+import { describeValue } from "./option-shape.js";
 
 /**
  * `value` when it is an integer in `[min, max]`, `fallback` when undefined.
@@ -44,7 +39,7 @@ export function intOption(
   if (typeof value !== "number" || !Number.isSafeInteger(value) || value < min || value > max) {
     throw new InvalidOptionError(
       name,
-      `${where}: ${name} must be an integer from ${min.toLocaleString("en")} to ${max.toLocaleString("en")}, got ${show(value)}`,
+      `${where}: ${name} must be an integer from ${min.toLocaleString("en")} to ${max.toLocaleString("en")}, got ${typeof value === "number" ? value : describeValue(value)}`,
     );
   }
   return value;

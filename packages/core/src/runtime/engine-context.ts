@@ -4,9 +4,12 @@
  * workflows the engine knows. `createEngine` makes one and hands it to each
  * service, so a service can be built (and tested) from a context alone.
  */
-import { InvalidOptionError, WorkflowDefinitionError } from "../errors.js";
+import { WorkflowDefinitionError } from "../errors.js";
+import { DEFAULT_MAX_PAYLOAD_BYTES, MAX_PAYLOAD_BYTES } from "../json/payload-size.js";
+import { ENGINE_OPTIONS } from "../options/known-options.js";
 import { MAX_STORED_MS, MAX_TIMER_MS } from "../options/limits.js";
 import { checkHeartbeat, intOption } from "../options/option-checks.js";
+import { checkOptions } from "../options/option-shape.js";
 import type { Tables } from "../store/run-store.js";
 import { tablesIn } from "../store/run-store.js";
 import { SILENT } from "../telemetry/logger.js";
@@ -37,6 +40,8 @@ export interface EngineContext {
   readonly retentionMs: number;
   /** Attempt bound in ms when a workflow sets none. */
   readonly attemptTimeoutMs: number;
+  /** The bound on each stored value, in canonical JSON UTF-8 bytes. */
+  readonly maxPayloadBytes: number;
   readonly telemetry: Telemetry;
   readonly waiter: CompletionWaiter;
   readonly workflows: KnownWorkflows;
@@ -53,19 +58,14 @@ const DEFAULT_ATTEMPT_TIMEOUT_MS = 15 * 60 * 1000;
  * Check the engine's options and make its context. `engine` is the engine
  * object the fault hooks are attached to (read per attempt, not now).
  *
- * @throws InvalidOptionError when an option is out of range (naming it and the range).
+ * @throws InvalidOptionError when an option is unknown (naming the known ones), of the wrong type, or out of range.
  * @throws WorkflowDefinitionError when the schema name is not a plain SQL identifier.
  */
 export function createContext<DB>(options: EngineOptions<DB>, engine: () => object): EngineContext {
+  checkOptions("createEngine", ENGINE_OPTIONS, options);
   const appDb = options.db as unknown as EngineDb;
   // The engine reads its own columns by their names: the application's plugins (CamelCasePlugin) are for its rows.
   const db = typeof appDb?.withoutPlugins === "function" ? appDb.withoutPlugins() : appDb;
-  if (options.preparedStatements !== undefined && typeof options.preparedStatements !== "boolean") {
-    throw new InvalidOptionError(
-      "preparedStatements",
-      `createEngine: preparedStatements must be true or false, got ${JSON.stringify(options.preparedStatements)}`,
-    );
-  }
   const tables = tablesIn(options.schema ?? "idempo", options.preparedStatements ?? true);
   if (!/^[A-Za-z_][A-Za-z0-9_]{0,62}$/.test(tables.schema)) {
     throw new WorkflowDefinitionError(`schema must be a plain SQL identifier, got ${JSON.stringify(tables.schema)}`);
@@ -84,6 +84,14 @@ export function createContext<DB>(options: EngineOptions<DB>, engine: () => obje
     MAX_TIMER_MS,
     DEFAULT_ATTEMPT_TIMEOUT_MS,
   );
+  const maxPayloadBytes = intOption(
+    where,
+    "maxPayloadBytes",
+    options.maxPayloadBytes,
+    1,
+    MAX_PAYLOAD_BYTES,
+    DEFAULT_MAX_PAYLOAD_BYTES,
+  );
   const telemetry = new Telemetry(options.logger ?? SILENT);
   const waiter = completionWaiter(options.listen, (error) =>
     telemetry.log("warn", { error: String(error) }, "idempo: LISTEN for completions failed; waiters poll instead"),
@@ -100,6 +108,7 @@ export function createContext<DB>(options: EngineOptions<DB>, engine: () => obje
     heartbeatMs,
     retentionMs,
     attemptTimeoutMs,
+    maxPayloadBytes,
     telemetry,
     waiter,
     workflows,
@@ -111,6 +120,7 @@ export function createContext<DB>(options: EngineOptions<DB>, engine: () => obje
       hook: faultHookOf(engine()),
       silentHeartbeat: heartbeatSilenced(engine()),
       telemetry,
+      maxPayloadBytes,
     }),
   };
 }

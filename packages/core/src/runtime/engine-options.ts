@@ -60,4 +60,15 @@ export interface EngineOptions<DB> {
    * its text (`String(sql)` gives the string itself).
    */
   preparedStatements?: boolean;
+  /**
+   * The largest value the engine stores, in bytes of its canonical JSON
+   * (UTF-8), 1 to 1 073 741 823, each value on its own: an input, a signal
+   * payload, a phase or step result, an outbox payload, a response body
+   * (`respond`, `ctx.fail`, `accepted`, `cancel`). A larger one raises
+   * `PayloadTooLargeError` (413) before anything is written; one a run
+   * produces parks the run. State grows with every result and is written
+   * at every commit, so keep large data elsewhere and store a reference
+   * (Default: 1 048 576, 1 MiB).
+   */
+  maxPayloadBytes?: number;
 }

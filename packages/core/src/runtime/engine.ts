@@ -23,6 +23,7 @@ import type { Worker, WorkerOptions } from "./background/worker.js";
 import { startWorker } from "./background/worker.js";
 import { createContext } from "./engine-context.js";
 import type { EngineOptions } from "./engine-options.js";
+import { entryError, withEntryErrors } from "./entry-errors.js";
 import { faultHookOf } from "./execution/hooks.js";
 import type { RunResult } from "./execution/run-result.js";
 import type { AdminApi } from "./operator/admin-api.js";
@@ -49,6 +50,9 @@ export interface Engine extends AdminApi, OperatorVerbs {
    * @returns the response, with `replayed: true` when it came from the stored record.
    * @throws InvalidIdempotencyKeyError (400) bad key or tenant, before any SQL.
    * @throws InputValidationError (400) input not JSON or rejected by the schema, before any claim.
+   * @throws PayloadTooLargeError (413) the input is over `maxPayloadBytes`, before any claim; a value the run produces over it parks the run.
+   * @throws InvalidOptionError (500) the request holds an unknown key or a value of the wrong type, before any claim.
+   * @throws WorkflowUsageError (500) the schema was never migrated: run `engine.migrate()`.
    * @throws IdempotencyKeyInProgressError (409) another attempt holds a valid lease; see `retryAfterMs`.
    * @throws IdempotencyKeyMismatchError (422) the key was used with another payload or workflow.
    * @throws IdempotencyKeyExpiredError (410) the key's run completed and its record expired; its tombstone refuses the key until `tombstoneUntil` (workflow option `tombstoneMs`), then it runs again as new.
@@ -71,6 +75,7 @@ export interface Engine extends AdminApi, OperatorVerbs {
    * @param tx the caller's transaction (or the database itself, for a run created on its own).
    * @throws InvalidIdempotencyKeyError (400) bad key or tenant, before any SQL.
    * @throws InputValidationError (400) input not JSON or rejected by the schema, before any SQL.
+   * @throws PayloadTooLargeError (413) the input is over `maxPayloadBytes`, before any SQL.
    * @throws IdempotencyKeyMismatchError (422) the key was used with another payload or workflow.
    * @throws IdempotencyKeyExpiredError (410) the key's run completed and its record expired, and its tombstone lasts (as for `runOnce`).
    */
@@ -113,6 +118,7 @@ export interface Engine extends AdminApi, OperatorVerbs {
    * @throws RunStateError (409) the run is completed and this signal is new, or the wait timed out before it
    *   arrived, or this engine lacks the workflow version the run started under (the message names it).
    * @throws RunNotFoundError (404) the key has no record, nor a tombstone in force.
+   * @throws PayloadTooLargeError (413) the payload is over `maxPayloadBytes`: nothing is stored.
    */
   signal<DB = unknown>(
     tenantId: string,
@@ -188,28 +194,36 @@ export interface Engine extends AdminApi, OperatorVerbs {
  * await engine.migrate()
  * const res = await engine.runOnce(checkout, { tenantId: 'acme', key: 'k-123', input })
  *
- * @throws InvalidOptionError when an option is out of range (naming it and the range).
+ * @throws InvalidOptionError when an option is unknown (naming the known ones), of the wrong type, or out of range.
  * @throws WorkflowDefinitionError when the schema name is not a plain SQL identifier.
  */
 export function createEngine<DB>(options: EngineOptions<DB>): Engine {
   const ctx = createContext(options, () => engine);
   const { db, tables } = ctx;
-  const engine: Engine = {
+  const entryPoints: Omit<Engine, "runOnce" | "startRelay" | "startWorker" | "migrate"> = {
     ...adminApi(db, tables),
-    ...operatorVerbs(db, tables),
-    runOnce: (wf, request) => runOnce(ctx, wf, request),
+    ...operatorVerbs(db, tables, ctx.maxPayloadBytes),
     resumeStale: (opts) => resumeStale(ctx, opts),
     sweep: (opts) => sweep(ctx, opts),
-    startRelay: (opts) => startRelay(db, tables, () => faultHookOf(engine), ctx.telemetry, opts),
     enqueue: (tx, wf, request) => enqueue(ctx, tx, wf, request),
     signal: (tenantId, key, name, payload, options) =>
       signalRun(ctx, tenantId, key, name, payload, options as SignalOptions<unknown> | undefined),
     wait: (tenantId, key, opts) => waitForCompletion(ctx, tenantId, key, opts),
-    startWorker: (opts) => startWorker(ctx, opts),
-    migrate: () => applyMigrations(db, tables),
     inspect: (tenantId, key) => inspect(db, tables, tenantId, key),
     listKeys: (opts) => listKeys(db, tables, opts),
   };
-  attachDueResumer(engine, (opts) => resumeDueRuns(ctx, opts));
+  const engine: Engine = {
+    // Every entry point names engine.migrate() on a schema that was never migrated, as runOnce does.
+    ...withEntryErrors(tables.schema, entryPoints),
+    runOnce: (wf, request) => runOnce(ctx, wf, request),
+    startRelay: (opts) => startRelay(db, tables, () => faultHookOf(engine), ctx.telemetry, opts),
+    startWorker: (opts) => startWorker(ctx, opts),
+    migrate: () => applyMigrations(db, tables),
+  };
+  attachDueResumer(engine, (opts) =>
+    resumeDueRuns(ctx, opts).catch((error: unknown) => {
+      throw entryError(error, tables.schema, "resumeDue");
+    }),
+  );
   return Object.freeze(engine);
 }

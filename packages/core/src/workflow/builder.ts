@@ -1,9 +1,11 @@
 import type { z } from "zod";
-import { InvalidOptionError, WorkflowDefinitionError } from "../errors.js";
+import { WorkflowDefinitionError } from "../errors.js";
 import type { JsonValue } from "../json/json-value.js";
 import { hasLoneSurrogate } from "../json/json-value.js";
+import { STEP_OPTIONS, WAIT_FOR_OPTIONS, WORKFLOW_OPTIONS } from "../options/known-options.js";
 import { MAX_STORED_MS, MAX_TIMER_MS } from "../options/limits.js";
 import { intOption } from "../options/option-checks.js";
+import { checkOptions } from "../options/option-shape.js";
 import type { PhaseContext, ResponseSpec, RunInfo, StepContext } from "./context.js";
 import type {
   Definition,
@@ -33,15 +35,6 @@ type Merge<S, O> = O extends object ? Simplify<Omit<S, keyof O> & O> : S;
 export type StateUpdate = object | undefined | void;
 
 const NAME_MAX = 100;
-/**
- * Options of an item must be an object (or left out): `null`, a number or
- * an array would otherwise fail later as a TypeError, not a typed error.
- */
-function checkItemOptions(where: string, options: unknown): void {
-  if (typeof options !== "object" || options === null || Array.isArray(options)) {
-    throw new InvalidOptionError("options", `${where}: options must be an object, got ${String(options)}`);
-  }
-}
 
 function checkName(what: string, name: unknown): asserts name is string {
   if (
@@ -183,7 +176,7 @@ export class WorkflowBuilder<DB, In, I, S> {
    * `state`) before the run moves on; a recorded step is never called again.
    *
    * @throws WorkflowDefinitionError when `name` is already used in this workflow.
-   * @throws InvalidOptionError when `options` is not an object or one of them is out of range.
+   * @throws InvalidOptionError when `options` is not an object, holds an unknown option (naming the known ones), or one is of the wrong type or out of range.
    */
   step<O extends StateUpdate>(
     name: string,
@@ -191,16 +184,12 @@ export class WorkflowBuilder<DB, In, I, S> {
     options: StepOptions<I, S, O> = {},
   ): WorkflowBuilder<DB, In, I, Merge<S, O>> {
     const where = `workflow '${this.#name}', step '${name}'`;
-    checkItemOptions(where, options);
+    // Checked once, here: a finished definition's options are never checked again on a call.
+    checkOptions(where, STEP_OPTIONS, options);
     intOption(where, "retries", options.retries, 0, 1_000);
     intOption(where, "backoffMs", options.backoffMs, 0, MAX_TIMER_MS);
     intOption(where, "maxBackoffMs", options.maxBackoffMs, 0, MAX_TIMER_MS);
     intOption(where, "timeoutMs", options.timeoutMs, 1, MAX_TIMER_MS);
-    for (const fn of ["retryable", "reconcile"] as const) {
-      if (options[fn] !== undefined && typeof options[fn] !== "function") {
-        throw new InvalidOptionError(fn, `${where}: ${fn} must be a function`);
-      }
-    }
     return this.#add(Object.freeze({ kind: "step", name, run: fn, options: Object.freeze({ ...options }) }) as Item);
   }
 
@@ -230,18 +219,15 @@ export class WorkflowBuilder<DB, In, I, S> {
    * Resuming is not a new attempt.
    *
    * @throws WorkflowDefinitionError when `name` is already used in this workflow.
-   * @throws InvalidOptionError when `options` is not an object, `timeoutMs` is out of range or `onTimeout` is not a function.
+   * @throws InvalidOptionError when `options` is not an object, holds an unknown option (`timeOutMs` for `timeoutMs`: named with the known ones), `timeoutMs` is out of range or `onTimeout` is not a function.
    */
   waitFor<N extends string, P = JsonValue, T = never>(
     name: N,
     options: WaitForOptions<I, S, P, T> = {},
   ): WorkflowBuilder<DB, In, I, Merge<S, { [K in N]: P | T }>> {
     const where = `workflow '${this.#name}', waitFor '${name}'`;
-    checkItemOptions(where, options);
+    checkOptions(where, WAIT_FOR_OPTIONS, options);
     intOption(where, "timeoutMs", options.timeoutMs, 0, MAX_STORED_MS);
-    if (options.onTimeout !== undefined && typeof options.onTimeout !== "function") {
-      throw new InvalidOptionError("onTimeout", `${where}: onTimeout must be a function`);
-    }
     if (
       options.schema !== undefined &&
       typeof (options.schema as { safeParseAsync?: unknown } | null)?.safeParseAsync !== "function"
@@ -334,7 +320,7 @@ export class WorkflowBuilder<DB, In, I, S> {
  * @param name 1-100 characters, no control characters.
  * @param options retention, lease and error policy; see {@link WorkflowOptions}.
  * @throws WorkflowDefinitionError on a bad name or error policy.
- * @throws InvalidOptionError on a duration or count option out of range.
+ * @throws InvalidOptionError on an unknown option (naming the known ones), one of the wrong type, or a duration or count out of range.
  */
 export function workflow<DB = unknown>(
   name: string,
@@ -342,6 +328,7 @@ export function workflow<DB = unknown>(
 ): WorkflowBuilder<DB, JsonValue, JsonValue, Record<never, never>> {
   checkName("workflow", name);
   const where = `workflow '${name}'`;
+  checkOptions(where, WORKFLOW_OPTIONS, options);
   intOption(where, "maxAttempts", options.maxAttempts, 1, 10_000);
   intOption(where, "attemptTimeoutMs", options.attemptTimeoutMs, 1, MAX_TIMER_MS);
   intOption(where, "leaseMs", options.leaseMs, 1, MAX_TIMER_MS);

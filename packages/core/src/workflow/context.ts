@@ -57,6 +57,8 @@ export interface Outbox {
    * @returns the message's delivery key.
    * @throws UnstorableValueError when the payload is not JSON.
    * @throws InvalidIdempotencyKeyError when the topic or a given delivery key is malformed.
+   * @throws PayloadTooLargeError when the payload is over the engine's `maxPayloadBytes` (the run is parked).
+   * @throws InvalidOptionError when `options` holds an unknown key (a misspelt `deliveryKey`).
    */
   enqueue(topic: string, payload: unknown, options?: EnqueueOptions): Promise<string>;
 }

@@ -10,9 +10,12 @@ import {
   IdempotencyKeyInProgressError,
   IdempotencyKeyMismatchError,
 } from "../../errors.js";
-import { requestFingerprint } from "../../json/fingerprint.js";
+import { canonicalJson, fingerprintOf } from "../../json/fingerprint.js";
 import type { JsonValue } from "../../json/json-value.js";
+import { checkPayloadSize } from "../../json/payload-size.js";
 import { assertValidRunKey } from "../../keys/key-validation.js";
+import type { OptionShape } from "../../options/option-shape.js";
+import { checkOptions } from "../../options/option-shape.js";
 import type { RunStatus, Tombstone } from "../../store/run-store.js";
 import type { ClaimResult } from "../../telemetry/telemetry.js";
 import type { Definition } from "../../workflow/definition.js";
@@ -45,25 +48,35 @@ export interface CheckedRequest {
 }
 
 /**
- * Check a request before any SQL.
+ * Check a request before any SQL: its keys against `shape` (named `where`
+ * in errors), the key, the input's JSON, its size, its schema.
  *
+ * @throws InvalidOptionError (500) an unknown key in the request, or a value of the wrong type.
  * @throws InvalidIdempotencyKeyError (400) bad key or tenant.
  * @throws InputValidationError (400) input not JSON or rejected by the schema.
+ * @throws PayloadTooLargeError (413) the input is over `maxPayloadBytes`.
  */
 export async function checkRequest(
   def: Definition,
   request: { tenantId: string; key: string; input: unknown } | undefined,
+  where: string,
+  shape: OptionShape,
+  maxPayloadBytes: number,
 ): Promise<CheckedRequest> {
+  checkOptions(where, shape, request, "the request");
   assertValidRunKey(request?.tenantId, request?.key);
   const { tenantId, key } = request as NonNullable<typeof request>;
   const json = inputToJson(request?.input);
+  // The canonical text the fingerprint is taken from is also what the bound measures: serialised once.
+  const canonical = canonicalJson(json);
+  checkPayloadSize("the input", canonical, maxPayloadBytes);
   const input = await parseInput(def, json);
   return {
     tenantId,
     key,
     json,
     input,
-    fingerprint: requestFingerprint(def.name, json),
+    fingerprint: fingerprintOf(def.name, canonical),
     inputText: JSON.stringify(json),
     parsedHash: def.schema ? parsedInputHash(input) : null,
   };

@@ -6,6 +6,7 @@
 import type { Kysely, Transaction } from "kysely";
 import { WorkflowDefinitionError, WorkflowUsageError } from "../../errors.js";
 import { newId } from "../../ids.js";
+import { ENQUEUE_REQUEST } from "../../options/known-options.js";
 import type { EnqueuedRun, EnqueueOutcome } from "../../store/enqueue.js";
 import { enqueueRun, reclaimExpiredForEnqueue } from "../../store/enqueue.js";
 import type { Executor } from "../../store/run-store.js";
@@ -44,7 +45,7 @@ export async function enqueue<DB, In>(
     );
   }
   ctx.workflows.rememberCalled(def);
-  const checked = await checkRequest(def, request);
+  const checked = await checkRequest(def, request, "enqueue", ENQUEUE_REQUEST, ctx.maxPayloadBytes);
   const run: EnqueuedRun = {
     tenantId: checked.tenantId,
     key: checked.key,

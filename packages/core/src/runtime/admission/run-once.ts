@@ -3,16 +3,10 @@
  * stored answer, resume a due suspended run, take over an expired lease, or
  * wait (within `waitInFlightMs`) for the attempt that holds the key.
  */
-import {
-  DatabaseUnavailableError,
-  IdempoError,
-  IdempotencyKeyInProgressError,
-  RunParkedError,
-  WorkflowDefinitionError,
-  WorkflowUsageError,
-} from "../../errors.js";
+import { IdempotencyKeyInProgressError, RunParkedError, WorkflowDefinitionError } from "../../errors.js";
 import { newId } from "../../ids.js";
 import type { JsonValue } from "../../json/json-value.js";
+import { RUN_ONCE_REQUEST } from "../../options/known-options.js";
 import { MAX_TIMER_MS } from "../../options/limits.js";
 import { intOption } from "../../options/option-checks.js";
 import type { NewRun } from "../../store/claim.js";
@@ -24,7 +18,7 @@ import type { Definition, Workflow } from "../../workflow/definition.js";
 import { versionsOf } from "../../workflow/versions.js";
 import type { EngineContext } from "../engine-context.js";
 import { leaseFor, runAttributes } from "../engine-context.js";
-import { isConnectionLoss } from "../execution/db-errors.js";
+import { entryError } from "../entry-errors.js";
 import { execute } from "../execution/executor.js";
 import { DEFAULT_MAX_ATTEMPTS, reportParkedByTakeover, resumeTaken } from "../execution/resume.js";
 import type { RunResult } from "../execution/run-result.js";
@@ -91,16 +85,7 @@ async function guardedRun<In, B>(
   try {
     return await claimAndRun(ctx, wf, request, span, claimed);
   } catch (error) {
-    if (!(error instanceof IdempoError) && isConnectionLoss(error)) throw new DatabaseUnavailableError(error);
-    // A missing table, statement function (a schema migrated by an older release) or schema.
-    const missing = ["42P01", "42883", "3F000"].includes(String((error as { code?: string }).code));
-    const { schema } = ctx.tables;
-    if (missing && String((error as Error).message).includes(schema)) {
-      throw new WorkflowUsageError(
-        `idempo's tables or functions are missing in schema '${schema}': run engine.migrate() (or \`idempo migrate\`) before runOnce`,
-      );
-    }
-    throw error;
+    throw entryError(error, ctx.tables.schema, "runOnce");
   }
 }
 
@@ -114,7 +99,7 @@ async function claimAndRun<In, B>(
   const def = wf?.definition;
   if (!def) throw new WorkflowDefinitionError("runOnce needs a workflow built with workflow(...).respond(...)");
   ctx.workflows.rememberCalled(def);
-  const checked = await checkRequest(def, request);
+  const checked = await checkRequest(def, request, "runOnce", RUN_ONCE_REQUEST, ctx.maxPayloadBytes);
   const runLease = leaseFor(ctx, def);
   const { tenantId, key } = checked;
 

@@ -6,14 +6,18 @@
  * succeeded but before marking the row redelivers it, with the same
  * delivery key, once its claim expires.
  */
+import { InvalidOptionError } from "../../errors.js";
 import type { JsonValue } from "../../json/json-value.js";
+import { RELAY_OPTIONS } from "../../options/known-options.js";
 import { MAX_TIMER_MS } from "../../options/limits.js";
 import { intOption } from "../../options/option-checks.js";
+import { checkOptions, describeValue } from "../../options/option-shape.js";
 import type { ClaimedMessage } from "../../store/outbox.js";
 import { claimDue, markDelivered, markFailed, OUTBOX_CHANNEL } from "../../store/outbox.js";
 import type { Executor, Tables } from "../../store/run-store.js";
 import type { Telemetry } from "../../telemetry/telemetry.js";
 import { keyHash } from "../../telemetry/telemetry.js";
+import { LoopErrors } from "../entry-errors.js";
 import { CrashSignal } from "../execution/control-flow.js";
 import type { FaultHook } from "../execution/hooks.js";
 import type { NotificationSource } from "./notifications.js";
@@ -67,7 +71,11 @@ export interface RelayOptions {
    * wake-ups back).
    */
   listen?: NotificationSource;
-  /** Called with delivery and database errors; the relay goes on (Default: ignore). */
+  /**
+   * Called with delivery and database errors; the relay goes on (Default:
+   * ignore). A schema that was never migrated is reported once per outage,
+   * as the `WorkflowUsageError` that names `engine.migrate()`.
+   */
   onError?: (error: unknown) => void;
 }
 
@@ -84,8 +92,18 @@ export function startRelay(
   telemetry: Telemetry,
   options: RelayOptions,
 ): Relay {
-  const topics = Object.keys(options.handlers);
   const at = "startRelay";
+  checkOptions(at, RELAY_OPTIONS, options);
+  const topics = Object.keys(options.handlers);
+  for (const topic of topics) {
+    const handler = options.handlers[topic];
+    if (typeof handler !== "function") {
+      throw new InvalidOptionError(
+        `handlers.${topic}`,
+        `${at}: handlers.${topic} must be a function of (message, { deliveryKey, attempt, signal }), got ${describeValue(handler)}`,
+      );
+    }
+  }
   const concurrency = intOption(at, "concurrency", options.concurrency, 1, 1_000, 4);
   const maxAttempts = intOption(at, "maxAttempts", options.maxAttempts, 1, 10_000, 10);
   const backoffMs = intOption(at, "backoffMs", options.backoffMs, 0, MAX_TIMER_MS, 1_000);
@@ -93,6 +111,7 @@ export function startRelay(
   const leaseMs = intOption(at, "leaseMs", options.leaseMs, 1, MAX_TIMER_MS, 60_000);
   const pollIntervalMs = intOption(at, "pollIntervalMs", options.pollIntervalMs, 1, MAX_TIMER_MS, 5_000);
   const onError = options.onError ?? (() => {});
+  const errors = new LoopErrors(tables.schema, at, onError);
   const loop = new PollingLoop({
     concurrency,
     pollMs: pollIntervalMs,
@@ -162,7 +181,7 @@ export function startRelay(
           "idempo: outbox delivery failed; will retry",
         );
       }
-      await markFailed(db, tables, m, message, dead, delay).catch(onError);
+      await markFailed(db, tables, m, message, dead, delay).catch((e: unknown) => errors.report(e));
       throw error;
     }
   }
@@ -187,8 +206,9 @@ export function startRelay(
     let batch: ClaimedMessage[] = [];
     try {
       batch = await claimDue(db, tables, topics, free, leaseMs);
+      errors.ok();
     } catch (error) {
-      onError(error);
+      errors.report(error);
     }
     for (const m of batch) occupy(m);
     return { started: batch.length, pauseMs: pollIntervalMs };

@@ -5,7 +5,9 @@
  * the supported API: the engine attaches its implementation to itself here,
  * as it does its fault hook, and `@idempo/core/internal` reaches it.
  */
+import { RESUME_STALE_OPTIONS } from "../../options/known-options.js";
 import { intOption } from "../../options/option-checks.js";
+import { checkOptions } from "../../options/option-shape.js";
 import { selectDueRuns } from "../../store/due-runs.js";
 import type { Definition, Workflow } from "../../workflow/definition.js";
 import { deployedByName } from "../../workflow/versions.js";
@@ -58,6 +60,8 @@ export function resumeDue(engine: object, options: ResumeDueOptions): Promise<Du
 
 /** The due runs of `options.workflows`, each executed once, in the order a worker would take them. */
 export async function resumeDueRuns(ctx: EngineContext, options: ResumeDueOptions): Promise<DueReport> {
+  // The same options as resumeStale's.
+  checkOptions("resumeDue", RESUME_STALE_OPTIONS, options);
   const byName = deployedByName("resumeDue", options?.workflows);
   for (const versions of byName.values()) ctx.workflows.remember(versions);
   const limit = intOption("resumeDue", "limit", options.limit, 1, 10_000, 100);

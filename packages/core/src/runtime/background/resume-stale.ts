@@ -4,7 +4,9 @@
  * resumers and clients race safely), and run it from its recovery point.
  */
 import { newId } from "../../ids.js";
+import { RESUME_STALE_OPTIONS } from "../../options/known-options.js";
 import { intOption } from "../../options/option-checks.js";
+import { checkOptions } from "../../options/option-shape.js";
 import { takeOverExpiredLease } from "../../store/claim.js";
 import { selectStaleRuns } from "../../store/maintenance.js";
 import { keyHash } from "../../telemetry/telemetry.js";
@@ -40,6 +42,7 @@ export interface ResumeReport {
 
 /** Take over and finish the stale runs of `opts.workflows`; see `Engine.resumeStale`. */
 export async function resumeStale(ctx: EngineContext, opts: ResumeStaleOptions): Promise<ResumeReport> {
+  checkOptions("resumeStale", RESUME_STALE_OPTIONS, opts);
   const { telemetry } = ctx;
   const byName = deployedByName("resumeStale", opts?.workflows);
   for (const versions of byName.values()) ctx.workflows.remember(versions);

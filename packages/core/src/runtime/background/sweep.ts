@@ -3,8 +3,10 @@
  * tombstones), tombstones past their time, and outbox messages delivered
  * long ago, in bounded batches (never in-flight records).
  */
+import { SWEEP_OPTIONS } from "../../options/known-options.js";
 import { MAX_STORED_MS } from "../../options/limits.js";
 import { intOption } from "../../options/option-checks.js";
+import { checkOptions } from "../../options/option-shape.js";
 import { sweepBatch, sweepOutboxBatch } from "../../store/maintenance.js";
 import { sweepTombstoneBatch } from "../../store/tombstones.js";
 import type { EngineContext } from "../engine-context.js";
@@ -21,6 +23,7 @@ export interface SweepOptions {
 
 /** Sweep in batches; returns how many key records were deleted (tombstones not counted). See `Engine.sweep`. */
 export async function sweep(ctx: EngineContext, opts: SweepOptions = {}): Promise<number> {
+  checkOptions("sweep", SWEEP_OPTIONS, opts);
   const batchSize = intOption("sweep", "batchSize", opts.batchSize, 1, 100_000, 500);
   const maxBatches = intOption("sweep", "maxBatches", opts.maxBatches, 1, 1_000_000, 100);
   const keepOutboxMs = intOption(

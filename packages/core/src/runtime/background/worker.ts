@@ -4,12 +4,15 @@
  * over the given workflows, stopped together.
  */
 import { InvalidOptionError } from "../../errors.js";
+import { WORKER_OPTIONS } from "../../options/known-options.js";
 import { MAX_TIMER_MS } from "../../options/limits.js";
 import { intOption } from "../../options/option-checks.js";
+import { checkOptions } from "../../options/option-shape.js";
 import { msUntilNextWake, selectDueRuns } from "../../store/due-runs.js";
 import type { Definition } from "../../workflow/definition.js";
 import { deployedByName } from "../../workflow/versions.js";
 import type { EngineContext } from "../engine-context.js";
+import { LoopErrors } from "../entry-errors.js";
 import { startDueLoop } from "./due-loop.js";
 import { executeDue } from "./execute-due.js";
 import { startLoop } from "./interval-loop.js";
@@ -48,40 +51,41 @@ export interface WorkerOptions extends ResumeStaleOptions {
   listen?: NotificationSource;
   /** Also sweep expired records each round (Default: true). */
   sweep?: boolean;
-  /** Called with errors of a round; the loop goes on (Default: ignore). */
+  /**
+   * Called with errors of a round; the loop goes on (Default: ignore). A
+   * schema that was never migrated is reported once per outage, as the
+   * `WorkflowUsageError` that names `engine.migrate()`, until a round works again.
+   */
   onError?: (error: unknown) => void;
 }
 
 /** Start a worker; see `Engine.startWorker`. */
 export function startWorker(ctx: EngineContext, opts: WorkerOptions): Worker {
   const at = "startWorker";
+  checkOptions(at, WORKER_OPTIONS, opts);
   const intervalMs = intOption(at, "intervalMs", opts?.intervalMs, 1, MAX_TIMER_MS, 5_000);
   const byName = deployedByName(at, opts.workflows);
   for (const versions of byName.values()) ctx.workflows.remember(versions);
-  intOption(at, "limit", opts.limit, 1, 10_000, 100);
+  const limit = intOption(at, "limit", opts.limit, 1, 10_000, 100);
+  const staleOptions: ResumeStaleOptions = { workflows: opts.workflows, limit };
   const concurrency = intOption(at, "concurrency", opts.concurrency, 1, 1_000, 10);
   const limits = new Map<string, number>();
-  const perWorkflow = opts.workflowConcurrency ?? {};
-  if (typeof perWorkflow !== "object" || perWorkflow === null || Array.isArray(perWorkflow)) {
-    throw new InvalidOptionError(
-      "workflowConcurrency",
-      `${at}: workflowConcurrency must be an object of limits by workflow name, such as { checkout: 5 }`,
-    );
-  }
-  for (const [name, limit] of Object.entries(perWorkflow)) {
+  for (const [name, max] of Object.entries(opts.workflowConcurrency ?? {})) {
     if (!byName.has(name)) {
       throw new InvalidOptionError(
         "workflowConcurrency",
         `${at}: workflowConcurrency names '${name}', which is not in workflows`,
       );
     }
-    limits.set(name, intOption(at, `workflowConcurrency.${name}`, limit, 1, 1_000, 1));
+    limits.set(name, intOption(at, `workflowConcurrency.${name}`, max, 1, 1_000, 1));
   }
-  const onError = opts.onError ?? (() => {});
+  const errors = new LoopErrors(ctx.tables.schema, at, opts.onError ?? (() => {}));
+  const onError = (error: unknown) => errors.report(error);
   const maintenance = startLoop(
     intervalMs,
     async () => {
-      const report = await resumeStale(ctx, opts);
+      const report = await resumeStale(ctx, staleOptions);
+      errors.ok();
       for (const f of report.failed) onError(f.error);
       if (opts.sweep !== false) await sweep(ctx);
     },
@@ -90,7 +94,11 @@ export function startWorker(ctx: EngineContext, opts: WorkerOptions): Worker {
   const due = startDueLoop(
     { workflows: [...byName.keys()], concurrency, limits, pollMs: intervalMs, listen: opts.listen },
     {
-      select: (workflows, limit) => selectDueRuns(ctx.db, ctx.tables, workflows, limit),
+      select: async (workflows, max) => {
+        const runs = await selectDueRuns(ctx.db, ctx.tables, workflows, max);
+        errors.ok();
+        return runs;
+      },
       nextWakeInMs: (workflows) => msUntilNextWake(ctx.db, ctx.tables, workflows),
       execute: async (r) => {
         await executeDue(ctx, byName.get(r.workflow) as readonly Definition[], r.tenantId, r.key);

@@ -10,6 +10,7 @@ import {
   DatabaseUnavailableError,
   IdempoError,
   LeaseLostError,
+  PayloadTooLargeError,
   UnstorableValueError,
   WorkflowDefinitionError,
   WorkflowUsageError,
@@ -118,7 +119,7 @@ export async function execute(deps: ExecutorDeps, plan: Plan): Promise<RunResult
     }
     // Nothing left after the recovery point (an empty workflow): complete now.
     ops.current = undefined;
-    const response = await respondWith(plan.def, runInfo(plan, state));
+    const response = await respondWith(plan.def, runInfo(plan, state), deps.maxPayloadBytes);
     lease.finishing();
     if (!(await completeRun(deps.db, deps.tables, own, response))) throw lease.lost();
     return resultOf(response, false);
@@ -128,13 +129,13 @@ export async function execute(deps: ExecutorDeps, plan: Plan): Promise<RunResult
     if (error instanceof RejectThrow) return reject(deps, plan, error, recoveryPoint, current);
     if (error instanceof LeaseLostError || error instanceof AttemptTimeoutError) throw lease.lost();
     if (isConnectionLoss(error)) throw new DatabaseUnavailableError(error);
-    if (error instanceof UnstorableValueError) {
+    if (error instanceof UnstorableValueError || error instanceof PayloadTooLargeError) {
       // No retry can store this value: park the run instead of letting every
       // retry and resumer repeat the same failure (a poison run).
       if (current) await recordItemFailure(deps, plan, current, openStep, error);
       lease.finishing();
       if (!(await parkOwnRun(deps.db, deps.tables, own, error.message))) throw lease.lost();
-      telemetry.count("parked", { "idempo.workflow": plan.def.name, "idempo.parked.reason": "unstorable_value" });
+      telemetry.count("parked", { "idempo.workflow": plan.def.name, "idempo.parked.reason": error.code });
       telemetry.log(
         "warn",
         {
@@ -203,7 +204,8 @@ async function reject(
     );
   }
   const status = checkStatus(rejection.status, `ctx.reject in ${where}`);
-  const body = JSON.parse(bodyText(rejection.body, `ctx.reject in ${where}`)) as JsonValue;
+  // Answered, never stored: no bound.
+  const body = JSON.parse(bodyText(rejection.body, `ctx.reject in ${where}`, Number.POSITIVE_INFINITY)) as JsonValue;
   if (!(await deleteClaim(deps.db, deps.tables, plan.own))) {
     throw new LeaseLostError(plan.own.tenantId, plan.own.key, "ctx.reject");
   }

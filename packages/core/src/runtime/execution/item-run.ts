@@ -55,10 +55,14 @@ export function runInfo(plan: Plan, state: JsonObject): RunInfo<unknown, unknown
 }
 
 /** The response a run stores: `respond`'s, checked and turned into its stored JSON text. */
-export async function respondWith(def: Definition, info: RunInfo<unknown, unknown>): Promise<StoredResponse> {
+export async function respondWith(
+  def: Definition,
+  info: RunInfo<unknown, unknown>,
+  maxBytes: number,
+): Promise<StoredResponse> {
   const spec = await def.respond(info);
   const status = checkStatus(spec?.status, `respond of workflow '${def.name}'`);
-  return { outcome: "succeeded", status, body: bodyText(spec.body, `respond of workflow '${def.name}'`) };
+  return { outcome: "succeeded", status, body: bodyText(spec.body, `respond of workflow '${def.name}'`, maxBytes) };
 }
 
 /** What the caller gets: the body through the same JSON round trip a replay uses. */
@@ -88,7 +92,7 @@ export async function completeWithFailure(
   const response: StoredResponse = {
     outcome: "failed",
     status: checkStatus(failure.status, where),
-    body: bodyText(failure.body, where),
+    body: bodyText(failure.body, where, deps.maxPayloadBytes),
   };
   await recordFailure(db, deps.tables, plan.own, {
     ...item,

@@ -1,8 +1,11 @@
 import { LeaseLostError, UnstorableValueError, WorkflowUsageError } from "../../errors.js";
 import { newId } from "../../ids.js";
 import { toJsonValue } from "../../json/json-value.js";
+import { checkPayloadSize } from "../../json/payload-size.js";
 import { deriveDeliveryKey } from "../../keys/derived-key.js";
 import { assertValidKey } from "../../keys/key-validation.js";
+import { OUTBOX_ENQUEUE_OPTIONS } from "../../options/known-options.js";
+import { checkOptions } from "../../options/option-shape.js";
 import { insertMessage } from "../../store/outbox.js";
 import type { Executor } from "../../store/run-store.js";
 import type { Outbox } from "../../workflow/context.js";
@@ -24,10 +27,13 @@ export function phaseOutbox(deps: ExecutorDeps, plan: Plan, phase: string, tx: E
   let position = 0;
   return {
     async enqueue(topic, payload, options = {}) {
+      checkOptions("outbox.enqueue", OUTBOX_ENQUEUE_OPTIONS, options);
       assertValidKey(topic, "outbox topic");
       const converted = toJsonValue(payload);
-      if (!converted.ok)
-        throw new UnstorableValueError(`outbox message '${topic}' in phase '${phase}'`, converted.issues);
+      const where = `outbox message '${topic}' in phase '${phase}'`;
+      if (!converted.ok) throw new UnstorableValueError(where, converted.issues);
+      const text = JSON.stringify(converted.value);
+      checkPayloadSize(`the payload of ${where}`, text, deps.maxPayloadBytes);
       const { tenantId, key, runId } = plan.own;
       const explicit = options.deliveryKey;
       if (explicit !== undefined) assertValidKey(explicit, "delivery key");
@@ -39,7 +45,7 @@ export function phaseOutbox(deps: ExecutorDeps, plan: Plan, phase: string, tx: E
         runAttempt: plan.attempt,
         messageId: newId(),
         topic,
-        payload: JSON.stringify(converted.value),
+        payload: text,
         deliveryKey:
           explicit === undefined ? { derived: deriveDeliveryKey(tenantId, key, runId, phase, at) } : { explicit },
       }).catch((error: unknown) => {

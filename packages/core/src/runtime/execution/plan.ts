@@ -35,4 +35,6 @@ export interface ExecutorDeps {
   readonly telemetry: Telemetry;
   /** Test hook: no renewals at all (a zombie in the making). */
   readonly silentHeartbeat: boolean;
+  /** The bound on each stored value, in canonical JSON UTF-8 bytes (`maxPayloadBytes`). */
+  readonly maxPayloadBytes: number;
 }

@@ -9,7 +9,7 @@ import type { ItemRun, Outcome } from "./item-run.js";
 import { completeWithFailure, control, respondWith, resultOf, runInfo } from "./item-run.js";
 import { phaseOutbox } from "./phase-outbox.js";
 import { inPhaseTransaction } from "./phase-transaction.js";
-import { mergeState } from "./values.js";
+import { mergeState, stateText } from "./values.js";
 
 /** Transient conflicts are retried up to this many tries... */
 const PHASE_TRIES = 20;
@@ -61,9 +61,9 @@ export async function runPhase(run: ItemRun<"phase">): Promise<Outcome> {
         const advance: Advance = {
           name: item.name,
           attempt: plan.attempt,
-          state: JSON.stringify(state),
+          state: stateText(state, result, where, deps.maxPayloadBytes),
           leaseMs: plan.leaseMs,
-          ...(last ? { response: await respondWith(plan.def, runInfo(plan, state)) } : {}),
+          ...(last ? { response: await respondWith(plan.def, runInfo(plan, state), deps.maxPayloadBytes) } : {}),
         };
         if (advance.response) lease.finishing();
         // A phase that never used tx commits its recovery point alone, in autocommit.

@@ -10,7 +10,7 @@ import type { ItemRun, Outcome } from "./item-run.js";
 import { completeWithFailure, control, respondWith, resultOf, runInfo } from "./item-run.js";
 import { callStep } from "./step-call.js";
 import { StepTries } from "./step-tries.js";
-import { mergeState } from "./values.js";
+import { mergeState, stateText } from "./values.js";
 
 /**
  * A `.step` item: record its start, reconcile when an earlier attempt may
@@ -89,12 +89,12 @@ export async function runStep(run: ItemRun<"step">): Promise<Outcome> {
   const progress: Advance = {
     name: item.name,
     attempt: plan.attempt,
-    state: JSON.stringify(state),
+    state: stateText(state, result, where, deps.maxPayloadBytes),
     leaseMs: plan.leaseMs,
   };
   let response: StoredResponse | undefined;
   try {
-    if (last) response = await respondWith(plan.def, runInfo(plan, state));
+    if (last) response = await respondWith(plan.def, runInfo(plan, state), deps.maxPayloadBytes);
   } catch (error) {
     // The call happened: keep its result even though respond failed, so a retry does not call again.
     if (!(await recordStepResult(deps.db, deps.tables, plan.own, started.entryId, outcome, progress, triesJson)))

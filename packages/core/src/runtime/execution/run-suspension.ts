@@ -13,12 +13,17 @@ import type { ItemRun, Outcome } from "./item-run.js";
 import { completeWithFailure, control, respondWith, resultOf, runInfo } from "./item-run.js";
 import type { Plan } from "./plan.js";
 import type { RunResult } from "./run-result.js";
-import { bodyText, checkWaitPayload, discardReason, mergeState } from "./values.js";
+import { bodyText, checkWaitPayload, discardReason, mergeState, stateText } from "./values.js";
 
 /** The 202 a suspension answers with: the workflow's `accepted` body, or null. */
-async function suspendedResult(plan: Plan, info: RunInfo<unknown, unknown>): Promise<RunResult<unknown>> {
+async function suspendedResult(
+  plan: Plan,
+  info: RunInfo<unknown, unknown>,
+  maxBytes: number,
+): Promise<RunResult<unknown>> {
   const accepted = plan.def.accepted;
-  const body = accepted ? JSON.parse(bodyText(await accepted(info), `accepted of workflow '${plan.def.name}'`)) : null;
+  const where = `accepted of workflow '${plan.def.name}'`;
+  const body = accepted ? JSON.parse(bodyText(await accepted(info), where, maxBytes)) : null;
   return { status: 202, body: body as JsonValue, replayed: false, outcome: "suspended" };
 }
 
@@ -36,7 +41,7 @@ export async function runSleep({ deps, plan, lease, item, info }: ItemRun<"sleep
       { path: "$", message: `must be an integer number of ms from 0 to ${MAX_STORED_MS}, got ${String(ms)}` },
     ]);
   }
-  const result = await suspendedResult(plan, info);
+  const result = await suspendedResult(plan, info, deps.maxPayloadBytes);
   lease.finishing();
   const wakeAt = await suspendForSleep(deps.db, deps.tables, plan.own, { name: item.name, attempt: plan.attempt, ms });
   if (!wakeAt) throw lease.lost();
@@ -70,13 +75,14 @@ export async function runWait(run: ItemRun<"wait">): Promise<Outcome> {
   const { deps, plan, lease, item, info, last, hook } = run;
   const where = `waitFor '${item.name}'`;
   const advanceWith = async (tx: Executor, value: unknown): Promise<Outcome> => {
-    const state = mergeState(info.state as JsonObject, { [item.name]: value === undefined ? null : value }, where);
+    const merged = value === undefined ? null : value;
+    const state = mergeState(info.state as JsonObject, { [item.name]: merged }, where);
     const adv: Advance = {
       name: item.name,
       attempt: plan.attempt,
-      state: JSON.stringify(state),
+      state: stateText(state, merged, where, deps.maxPayloadBytes),
       leaseMs: plan.leaseMs,
-      ...(last ? { response: await respondWith(plan.def, runInfo(plan, state)) } : {}),
+      ...(last ? { response: await respondWith(plan.def, runInfo(plan, state), deps.maxPayloadBytes) } : {}),
     };
     lease.finishing(adv.response !== undefined);
     if (!(await advancePastWait(tx, deps.tables, plan.own, adv))) throw lease.lost();
@@ -106,7 +112,9 @@ export async function runWait(run: ItemRun<"wait">): Promise<Outcome> {
     }
     if (found.kind === "lost" || found.kind === "signal") throw lease.lost();
     // A failing `accepted` rolls the suspension back with it.
-    if (found.kind === "suspended") return { kind: "done", result: await suspendedResult(plan, info) };
+    if (found.kind === "suspended") {
+      return { kind: "done", result: await suspendedResult(plan, info, deps.maxPayloadBytes) };
+    }
     return "timed_out";
   });
   const outcome = await lease.until(work);

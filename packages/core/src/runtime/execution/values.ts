@@ -9,6 +9,7 @@ import type { InputIssue } from "../../errors.js";
 import { InputValidationError, UnstorableValueError, WorkflowDefinitionError } from "../../errors.js";
 import type { JsonObject, JsonValue } from "../../json/json-value.js";
 import { toJsonValue } from "../../json/json-value.js";
+import { checkPayloadSize, fitsPayload } from "../../json/payload-size.js";
 import { schemaIssue } from "../../json/schema-issue.js";
 import type { Definition, Item } from "../../workflow/definition.js";
 
@@ -82,11 +83,33 @@ export function mergeState(state: JsonObject, result: unknown, where: string): J
   return Object.freeze({ ...state, ...(value as JsonObject) });
 }
 
-/** A response body as the JSON text that is stored and replayed. */
-export function bodyText(body: unknown, where: string): string {
+/**
+ * The state as the JSON text a commit stores. The bound applies to each
+ * value on its own, not to the state that holds them all: only when the
+ * whole text is over it is the value just merged (`result`) measured.
+ *
+ * @throws PayloadTooLargeError when `result` alone is over `maxBytes`.
+ */
+export function stateText(state: JsonObject, result: unknown, where: string, maxBytes: number): string {
+  const text = JSON.stringify(state);
+  if (result === undefined || fitsPayload(text, maxBytes)) return text;
+  const converted = toJsonValue(result);
+  if (converted.ok) checkPayloadSize(`the result of ${where}`, JSON.stringify(converted.value), maxBytes);
+  return text;
+}
+
+/**
+ * A response body as the JSON text that is stored and replayed.
+ *
+ * @param maxBytes the bound on the text (infinite for a body that is answered, never stored).
+ * @throws UnstorableValueError when it is not JSON; PayloadTooLargeError when it is over `maxBytes`.
+ */
+export function bodyText(body: unknown, where: string, maxBytes: number): string {
   const converted = toJsonValue(body === undefined ? null : body);
   if (!converted.ok) throw new UnstorableValueError(where, converted.issues);
-  return JSON.stringify(converted.value);
+  const text = JSON.stringify(converted.value);
+  checkPayloadSize(`the body of ${where}`, text, maxBytes);
+  return text;
 }
 
 /** Check a response status: an integer HTTP status, 100-599. */

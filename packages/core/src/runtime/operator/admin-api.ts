@@ -1,6 +1,8 @@
 /** The operator half of the engine (used by the `idempo` CLI): stats, outbox, migrations. */
 import { InputValidationError } from "../../errors.js";
 import { assertValidKey } from "../../keys/key-validation.js";
+import { LIST_OUTBOX_OPTIONS } from "../../options/known-options.js";
+import { checkOptions } from "../../options/option-shape.js";
 import { requeueMessage, selectOutbox, selectStats } from "../../store/admin.js";
 import { pendingMigrations } from "../../store/migrate.js";
 import type { Executor, RunStatus, Tables } from "../../store/run-store.js";
@@ -66,6 +68,7 @@ export function adminApi(db: Executor, tables: Tables): AdminApi {
       }));
     },
     async listOutbox(opts = {}) {
+      checkOptions("listOutbox", LIST_OUTBOX_OPTIONS, opts);
       const limit = opts.limit ?? 50;
       if (!Number.isSafeInteger(limit) || limit < 1 || limit > 1000) {
         throw new InputValidationError([{ path: "limit", message: "must be an integer from 1 to 1000" }]);

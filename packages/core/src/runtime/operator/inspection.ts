@@ -1,6 +1,8 @@
 /** `engine.inspect` and `engine.listKeys`: read records (and one record's history) for operators. */
 import { InputValidationError } from "../../errors.js";
 import { assertValidKey, assertValidRunKey } from "../../keys/key-validation.js";
+import { LIST_KEYS_OPTIONS } from "../../options/known-options.js";
+import { checkOptions } from "../../options/option-shape.js";
 import { selectHistory, selectRecord, selectRecords } from "../../store/operations.js";
 import type { Executor, Tables } from "../../store/run-store.js";
 import { selectTombstone } from "../../store/tombstones.js";
@@ -25,6 +27,7 @@ export async function inspect(
 
 /** One page of records, newest first; see `Engine.listKeys`. */
 export async function listKeys(db: Executor, tables: Tables, opts: ListKeysOptions = {}): Promise<KeyPage> {
+  checkOptions("listKeys", LIST_KEYS_OPTIONS, opts);
   if (opts.tenantId !== undefined) assertValidKey(opts.tenantId, "tenant id");
   if (opts.workflow !== undefined) assertValidKey(opts.workflow, "workflow name");
   if (opts.status !== undefined && !["in_flight", "completed", "parked", "suspended"].includes(opts.status)) {

@@ -4,9 +4,12 @@
  * `store/transitions.ts`; this layer checks the arguments, and when the
  * guard refuses, reads the record once to say why (absent, or which state).
  */
-import { InputValidationError, InvalidOptionError, RunNotFoundError, RunStateError } from "../../errors.js";
+import { InputValidationError, RunNotFoundError, RunStateError } from "../../errors.js";
 import { toJsonValue } from "../../json/json-value.js";
+import { checkPayloadSize } from "../../json/payload-size.js";
 import { assertValidRunKey } from "../../keys/key-validation.js";
+import { CANCEL_OPTIONS, FORGET_OPTIONS, RETRY_FROM_OPTIONS } from "../../options/known-options.js";
+import { checkOptions } from "../../options/option-shape.js";
 import type { RecordRow } from "../../store/operations.js";
 import { selectHistory, selectRecord } from "../../store/operations.js";
 import type { Executor, Tables } from "../../store/run-store.js";
@@ -65,6 +68,8 @@ export interface OperatorVerbs {
    * @throws RunStateError (409) when the run is already completed.
    * @throws RunNotFoundError (404) when the key has no record.
    * @throws InputValidationError (400) for a status outside 100-599 or a body that is not JSON.
+   * @throws PayloadTooLargeError (413) for a body over the engine's `maxPayloadBytes`.
+   * @throws InvalidOptionError (500) for an unknown option or one of the wrong type.
    */
   cancel(tenantId: string, key: string, options?: CancelOptions): Promise<RunRecord>;
   /**
@@ -88,7 +93,7 @@ export interface OperatorVerbs {
    * @throws RunStateError (409) for a live or completed run, or an item the run has not reached yet.
    * @throws RunNotFoundError (404) when the key has no record.
    * @throws InputValidationError (400) when `itemName` is not a phase or step of the run's definition.
-   * @throws InvalidOptionError when `resendOutbox` is not a boolean.
+   * @throws InvalidOptionError for an unknown option, or a `resendOutbox` that is not a boolean.
    */
   retryFrom(tenantId: string, key: string, itemName: string, options?: RetryFromOptions): Promise<RunRecord>;
   /**
@@ -120,6 +125,7 @@ export interface OperatorVerbs {
    *
    * @returns the record as it was when deleted (`history` is `undefined`), or the tombstone.
    * @throws RunStateError (409) when the lease is live and `force` is not set.
+   * @throws InvalidOptionError (500) for an unknown option or one of the wrong type.
    * @throws RunNotFoundError (404) when the key has no record, nor a tombstone in force.
    */
   forget(tenantId: string, key: string, options?: ForgetOptions): Promise<RunRecord | TombstoneRecord>;
@@ -149,7 +155,8 @@ function canceledProblem(status: number): unknown {
   };
 }
 
-export function operatorVerbs(db: Executor, tables: Tables): OperatorVerbs {
+/** The verbs on `db`; a cancel's body is bounded by `maxPayloadBytes` as every stored response is. */
+export function operatorVerbs(db: Executor, tables: Tables, maxPayloadBytes: number): OperatorVerbs {
   const withHistory = async (row: RecordRow): Promise<RunRecord> =>
     toRecord(row, await selectHistory(db, tables, row.tenant_id, row.key, row.run_id));
 
@@ -163,17 +170,16 @@ export function operatorVerbs(db: Executor, tables: Tables): OperatorVerbs {
   return {
     async cancel(tenantId, key, options = {}) {
       checkKey(tenantId, key);
+      checkOptions("cancel", CANCEL_OPTIONS, options);
       const status = options.status ?? 409;
       if (!Number.isInteger(status) || status < 100 || status > 599) {
         throw new InputValidationError([{ path: "status", message: `must be an integer 100-599, got ${status}` }]);
       }
       const body = toJsonValue(options.body === undefined ? canceledProblem(status) : options.body);
       if (!body.ok) throw new InputValidationError(body.issues.map((i) => ({ ...i, path: `body${i.path.slice(1)}` })));
-      const row = await cancelRun(db, tables, tenantId, key, {
-        outcome: "canceled",
-        status,
-        body: JSON.stringify(body.value),
-      });
+      const text = JSON.stringify(body.value);
+      checkPayloadSize("the body of cancel", text, maxPayloadBytes);
+      const row = await cancelRun(db, tables, tenantId, key, { outcome: "canceled", status, body: text });
       if (row) return withHistory(row);
       const now = await current(tenantId, key);
       throw new RunStateError(
@@ -186,13 +192,8 @@ export function operatorVerbs(db: Executor, tables: Tables): OperatorVerbs {
 
     async retryFrom(tenantId, key, itemName, options = {}) {
       checkKey(tenantId, key);
+      checkOptions("retryFrom", RETRY_FROM_OPTIONS, options);
       const resendOutbox = options.resendOutbox ?? false;
-      if (typeof resendOutbox !== "boolean") {
-        throw new InvalidOptionError(
-          "resendOutbox",
-          `retryFrom: resendOutbox must be a boolean, got ${typeof resendOutbox}`,
-        );
-      }
       const seen = await current(tenantId, key);
       const names = (JSON.parse(seen.definition) as string[]).map((e) => e.slice(e.indexOf(":") + 1));
       const at = names.indexOf(itemName);
@@ -254,6 +255,7 @@ export function operatorVerbs(db: Executor, tables: Tables): OperatorVerbs {
 
     async forget(tenantId, key, options = {}) {
       checkKey(tenantId, key);
+      checkOptions("forget", FORGET_OPTIONS, options);
       const row = await deleteRun(db, tables, tenantId, key, options.force === true);
       if (row) return toRecord(row, undefined);
       const tombstone = await deleteTombstone(db, tables, tenantId, key);

@@ -1,9 +1,12 @@
 /** `engine.signal`: check a durable signal, keep it for its run and wake the run when it waits for it. */
 import type { Transaction } from "kysely";
-import { InputValidationError, InvalidOptionError, RunNotFoundError } from "../../errors.js";
-import { requestFingerprint } from "../../json/fingerprint.js";
+import { InputValidationError, RunNotFoundError } from "../../errors.js";
+import { canonicalJson, fingerprintOf } from "../../json/fingerprint.js";
 import { toJsonValue } from "../../json/json-value.js";
+import { checkPayloadSize } from "../../json/payload-size.js";
 import { assertValidKey, assertValidRunKey } from "../../keys/key-validation.js";
+import { SIGNAL_OPTIONS } from "../../options/known-options.js";
+import { checkOptions } from "../../options/option-shape.js";
 import type { Executor } from "../../store/run-store.js";
 import type { SignalDelivery } from "../../store/signals.js";
 import { deliverSignal, discardSignal, lockRunForSignal, TIMED_OUT } from "../../store/signals.js";
@@ -31,34 +34,16 @@ export interface SignalOptions<DB = unknown> {
   readonly tx?: Transaction<DB>;
 }
 
-const KNOWN_OPTIONS = ["tx"];
-
 /**
  * The caller's transaction, without its plugins (the engine's statements
  * name their columns as stored), or undefined for a transaction of our own.
  *
  * @throws InvalidOptionError for an unknown option or a `tx` that is not a transaction.
  */
-function callerTransaction(options: unknown): Executor | undefined {
-  if (options === undefined) return undefined;
-  if (typeof options !== "object" || options === null || Array.isArray(options)) {
-    throw new InvalidOptionError("options", `signal: options must be an object ({ tx }), got ${String(options)}`);
-  }
-  const unknown = Object.keys(options).find((k) => !KNOWN_OPTIONS.includes(k));
-  if (unknown !== undefined) {
-    throw new InvalidOptionError(unknown, `signal: unknown option '${unknown}' (known: ${KNOWN_OPTIONS.join(", ")})`);
-  }
-  const tx = (options as { tx?: unknown }).tx;
-  if (tx === undefined) return undefined;
-  const candidate = tx as { isTransaction?: unknown; withoutPlugins?: unknown } | null;
-  if (candidate?.isTransaction !== true || typeof candidate.withoutPlugins !== "function") {
-    throw new InvalidOptionError(
-      "tx",
-      "signal: tx must be the caller's Kysely transaction (the tx of db.transaction().execute(async (tx) => ...)), " +
-        "not a Kysely instance: the signal is written in it and commits with it",
-    );
-  }
-  return (tx as Executor).withoutPlugins();
+function callerTransaction(options: SignalOptions<unknown> | undefined): Executor | undefined {
+  checkOptions("signal", SIGNAL_OPTIONS, options);
+  const tx = options?.tx;
+  return tx === undefined ? undefined : (tx as unknown as Executor).withoutPlugins();
 }
 
 /** Deliver a durable signal to a run's `.waitFor(name)`; see `Engine.signal`. */
@@ -78,7 +63,9 @@ export async function signalRun(
   }
   const caller = callerTransaction(options);
   const json = converted.value;
-  const fingerprint = requestFingerprint(`signal:${name}`, json);
+  const canonical = canonicalJson(json);
+  checkPayloadSize(`the payload of signal '${name}'`, canonical, ctx.maxPayloadBytes);
+  const fingerprint = fingerprintOf(`signal:${name}`, canonical);
   const deliver = async (tx: Executor): Promise<SignalResult> => {
     const run = await lockRunForSignal(tx, ctx.tables, tenantId, key);
     // An expired run's tombstone acknowledges any signal, swept or not: the run ended, nothing can change.

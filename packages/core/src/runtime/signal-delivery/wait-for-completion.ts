@@ -2,14 +2,15 @@
 import {
   IdempotencyKeyExpiredError,
   IdempotencyKeyInProgressError,
-  InvalidOptionError,
   RunNotFoundError,
   RunParkedError,
 } from "../../errors.js";
 import type { JsonValue } from "../../json/json-value.js";
 import { assertValidRunKey } from "../../keys/key-validation.js";
+import { WAIT_OPTIONS } from "../../options/known-options.js";
 import { MAX_TIMER_MS } from "../../options/limits.js";
 import { intOption } from "../../options/option-checks.js";
+import { checkOptions } from "../../options/option-shape.js";
 import { selectOutcome } from "../../store/operations.js";
 import { selectTombstone, tombstoneOf } from "../../store/tombstones.js";
 import type { EngineContext } from "../engine-context.js";
@@ -30,8 +31,8 @@ export async function waitForCompletion(
   opts: WaitOptions,
 ): Promise<RunResult<unknown>> {
   assertValidRunKey(tenantId, key);
-  const timeoutMs = intOption("wait", "timeoutMs", opts?.timeoutMs, 0, MAX_TIMER_MS);
-  if (timeoutMs === undefined) throw new InvalidOptionError("timeoutMs", "wait: timeoutMs is required");
+  checkOptions("wait", WAIT_OPTIONS, opts);
+  const timeoutMs = intOption("wait", "timeoutMs", opts.timeoutMs, 0, MAX_TIMER_MS, 0);
   const deadline = performance.now() + timeoutMs;
   const watch = ctx.waiter.watch(tenantId, key);
   let pause = FIRST_PAUSE_MS;

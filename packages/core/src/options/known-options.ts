@@ -1,0 +1,146 @@
+/**
+ * The known options of every options object of `@idempo/core`, one shape
+ * per API (see {@link checkOptions}). A new option is added here and in its
+ * interface: a key missing here is refused as unknown.
+ */
+import type { OptionKind } from "./option-shape.js";
+import { ANY, ARRAY, BOOLEAN, FUNCTION, INTEGER, OBJECT, optionKind, optionShape, STRING } from "./option-shape.js";
+
+const hasFunctions = (value: unknown, names: readonly string[]): boolean =>
+  (typeof value === "object" || typeof value === "function") &&
+  value !== null &&
+  names.every((name) => typeof (value as Record<string, unknown>)[name] === "function");
+
+const KYSELY = optionKind("a Kysely instance (new Kysely({ dialect }))", (v) =>
+  hasFunctions(v, ["selectFrom", "transaction"]),
+);
+const LOGGER = optionKind("a logger with debug, info, warn and error functions (pino, console)", (v) =>
+  hasFunctions(v, ["debug", "info", "warn", "error"]),
+);
+/** A connected `pg.Client` or a PGlite instance (see `NotificationSource`). */
+const NOTIFICATION_SOURCE: OptionKind = optionKind(
+  "a dedicated, connected pg.Client or a PGlite instance",
+  (v) => hasFunctions(v, ["listen"]) || hasFunctions(v, ["query", "on", "off"]),
+);
+
+/** `createEngine(options)`. */
+export const ENGINE_OPTIONS = optionShape(
+  {
+    db: KYSELY,
+    schema: STRING,
+    leaseMs: INTEGER,
+    heartbeatMs: INTEGER,
+    retentionMs: INTEGER,
+    logger: LOGGER,
+    attemptTimeoutMs: INTEGER,
+    listen: NOTIFICATION_SOURCE,
+    workflows: ARRAY,
+    preparedStatements: BOOLEAN,
+    maxPayloadBytes: INTEGER,
+  },
+  // `db` is not required here: an engine made before its database exists (a test file's) fails at its first call.
+);
+
+/** `runOnce(workflow, request)`; the key, tenant and input have checks of their own. */
+export const RUN_ONCE_REQUEST = optionShape({ tenantId: ANY, key: ANY, input: ANY, waitInFlightMs: INTEGER });
+
+/** `enqueue(tx, workflow, request)`. */
+export const ENQUEUE_REQUEST = optionShape({ tenantId: ANY, key: ANY, input: ANY });
+
+/** `wait(tenantId, key, options)`. */
+export const WAIT_OPTIONS = optionShape({ timeoutMs: INTEGER }, ["timeoutMs"]);
+
+/** `resumeStale(options)`; `workflows` is checked by `deployedByName`. */
+export const RESUME_STALE_OPTIONS = optionShape({ workflows: ANY, limit: INTEGER });
+
+/** `sweep(options)`. */
+export const SWEEP_OPTIONS = optionShape({ batchSize: INTEGER, maxBatches: INTEGER, outboxRetentionMs: INTEGER });
+
+/** `startWorker(options)`. */
+export const WORKER_OPTIONS = optionShape({
+  workflows: ANY,
+  limit: INTEGER,
+  intervalMs: INTEGER,
+  concurrency: INTEGER,
+  workflowConcurrency: OBJECT,
+  listen: NOTIFICATION_SOURCE,
+  sweep: BOOLEAN,
+  onError: FUNCTION,
+});
+
+/** `startRelay(options)`. */
+export const RELAY_OPTIONS = optionShape(
+  {
+    handlers: OBJECT,
+    concurrency: INTEGER,
+    maxAttempts: INTEGER,
+    backoffMs: INTEGER,
+    maxBackoffMs: INTEGER,
+    leaseMs: INTEGER,
+    pollIntervalMs: INTEGER,
+    listen: NOTIFICATION_SOURCE,
+    onError: FUNCTION,
+  },
+  ["handlers"],
+);
+
+/** `listKeys(options)`; tenant and workflow are checked as keys, status against its values. */
+export const LIST_KEYS_OPTIONS = optionShape({
+  tenantId: ANY,
+  workflow: ANY,
+  status: ANY,
+  stuck: BOOLEAN,
+  limit: INTEGER,
+  cursor: STRING,
+});
+
+/** `listOutbox(options)`. */
+export const LIST_OUTBOX_OPTIONS = optionShape({ tenantId: ANY, status: ANY, topic: ANY, limit: INTEGER });
+
+/** `cancel(tenantId, key, options)`. */
+export const CANCEL_OPTIONS = optionShape({ status: INTEGER, body: ANY });
+
+/** `retryFrom(tenantId, key, itemName, options)`. */
+export const RETRY_FROM_OPTIONS = optionShape({ resendOutbox: BOOLEAN });
+
+/** `signal(tenantId, key, name, payload, options)`. */
+export const SIGNAL_OPTIONS = optionShape({
+  tx: optionKind(
+    "the caller's Kysely transaction (the tx of db.transaction().execute(async (tx) => ...)), not a Kysely " +
+      "instance: the signal is written in it and commits with it",
+    (v) => (v as { isTransaction?: unknown } | null)?.isTransaction === true && hasFunctions(v, ["withoutPlugins"]),
+  ),
+});
+
+/** `forget(tenantId, key, options)`. */
+export const FORGET_OPTIONS = optionShape({ force: BOOLEAN });
+
+/** `outbox.enqueue(topic, payload, options)` in a phase; the delivery key is checked as a key. */
+export const OUTBOX_ENQUEUE_OPTIONS = optionShape({ deliveryKey: ANY });
+
+/** `workflow(name, options)`; `onUnknownError` is checked against its values. */
+export const WORKFLOW_OPTIONS = optionShape({
+  retentionMs: INTEGER,
+  tombstoneMs: INTEGER,
+  leaseMs: INTEGER,
+  maxAttempts: INTEGER,
+  attemptTimeoutMs: INTEGER,
+  lockTimeoutMs: INTEGER,
+  onUnknownError: ANY,
+});
+
+/** `.step(name, fn, options)`. */
+export const STEP_OPTIONS = optionShape({
+  retries: INTEGER,
+  retryable: FUNCTION,
+  backoffMs: INTEGER,
+  maxBackoffMs: INTEGER,
+  timeoutMs: INTEGER,
+  reconcile: FUNCTION,
+});
+
+/** `.waitFor(name, options)`; the schema is checked as a zod schema. */
+export const WAIT_FOR_OPTIONS = optionShape({ timeoutMs: INTEGER, onTimeout: FUNCTION, schema: ANY });
+
+/** `withPreparedStatements(pool, options)`. */
+export const PREPARED_STATEMENTS_OPTIONS = optionShape({ onConnectionError: FUNCTION });

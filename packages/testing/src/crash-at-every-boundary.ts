@@ -2,7 +2,7 @@ import { randomUUID } from "node:crypto";
 import { isDeepStrictEqual } from "node:util";
 import type { Engine, RunResult, Workflow } from "@idempo/core";
 import { deriveStepKey, IdempotencyKeyInProgressError } from "@idempo/core";
-import { CrashSignal } from "@idempo/core/internal";
+import { CrashSignal, checkOptions, FUNCTION, OBJECT, optionShape, STRING } from "@idempo/core/internal";
 import { boundariesOf, stepsOf } from "./boundaries.js";
 import { attachHook } from "./hook-registry.js";
 import type { BoundaryResult, CrashReport, EffectCount } from "./report.js";
@@ -68,6 +68,8 @@ export interface CrashAtEveryBoundaryOptions {
  */
 export type InputFor<In> = In | ((run: { readonly key: string; readonly point: string }) => In);
 
+const OPTIONS = optionShape({ effects: OBJECT, requests: FUNCTION, tenantId: STRING, keyPrefix: STRING }, ["effects"]);
+
 interface Settled {
   readonly value?: RunResult<unknown>;
   readonly error?: unknown;
@@ -116,6 +118,8 @@ const describe = (error: unknown): string =>
  *   effects: { orders: () => countOrders(db), charges: () => provider.charges },
  * })
  * assertExactlyOnce(report) // throws with the report's table when a boundary failed
+ *
+ * @throws InvalidOptionError when `options` holds an unknown key or a value of the wrong type, before any run.
  */
 export async function crashAtEveryBoundary<In, B>(
   engine: Engine,
@@ -123,6 +127,7 @@ export async function crashAtEveryBoundary<In, B>(
   input: InputFor<In>,
   options: CrashAtEveryBoundaryOptions,
 ): Promise<CrashReport> {
+  checkOptions("crashAtEveryBoundary", OPTIONS, options);
   const wf = workflow as Workflow<unknown, unknown>;
   const points = boundariesOf(wf);
   const steps = stepsOf(wf);

@@ -1,4 +1,5 @@
 import type { Engine } from "@idempo/core";
+import { checkOptions, INTEGER, optionShape, STRING } from "@idempo/core/internal";
 import { attachHook, checkPoint } from "./hook-registry.js";
 
 /** Which run {@link pauseAt} stops; unset fields match any run. */
@@ -10,6 +11,8 @@ export interface PauseFilter {
   /** Only this attempt (1 = the first, +1 per takeover). */
   attempt?: number;
 }
+
+const FILTER = optionShape({ tenantId: STRING, key: STRING, attempt: INTEGER });
 
 /** A run held at a boundary by {@link pauseAt}. */
 export interface Pause {
@@ -35,6 +38,7 @@ export interface Pause {
  * @param point `before:phase:<name>`, `after:phase:<name>`, `before:step:<name>`,
  *   `called:step:<name>` or `after:step:<name>`; see `boundariesOf`.
  * @throws TypeError when `point` is not one of those forms.
+ * @throws InvalidOptionError when `filter` holds an unknown key or a value of the wrong type.
  *
  * @example
  * const pause = pauseAt(engine, 'called:step:charge')
@@ -45,6 +49,7 @@ export interface Pause {
  * expect((await first).status).toBe(201)
  */
 export function pauseAt(engine: Engine, point: string, filter: PauseFilter = {}): Pause {
+  checkOptions("pauseAt", FILTER, filter, "the filter");
   checkPoint(point);
   let reach!: () => void;
   let open!: () => void;

@@ -6,6 +6,8 @@
  */
 import { Readable } from "node:stream";
 import type { Engine, Workflow } from "@idempo/core";
+import { InvalidOptionError } from "@idempo/core";
+import { checkOptions, describeValue, optionKind, optionShape } from "@idempo/core/internal";
 import type { FastifyPluginAsync, FastifyReply, FastifyRequest, RouteHandlerMethod } from "fastify";
 import { IDEMPOTENCY_KEY_HEADER } from "../header/idempotency-key.js";
 import { RequestBodyTooLargeError } from "../problem/errors.js";
@@ -18,11 +20,11 @@ import type { CapturedResponse } from "../response/envelope.js";
 import type { HttpReply } from "../response/reply.js";
 import { statusAllowsBody } from "../response/reply.js";
 import type { IdempotencyOptions, IdempotentOptions, WrapSettings } from "../runtime/options.js";
-import { wrapSettings } from "../runtime/options.js";
+import { ROUTE_IDEMPOTENCY_OPTIONS, wrapSettings } from "../runtime/options.js";
 import { problemHeadersToDrop } from "../runtime/send.js";
 import { nodeRequestHeaders } from "../runtime/trace-context.js";
 import type { WebhookOptions } from "../runtime/webhook-route.js";
-import { runWebhookRoute, webhookRoute } from "../runtime/webhook-route.js";
+import { runWebhookRoute, WEBHOOK_OPTION_KINDS, webhookRoute } from "../runtime/webhook-route.js";
 import { markWorkflowRoute, runWorkflowRoute, workflowRoute, workflowRouteLimit } from "../runtime/workflow-route.js";
 import type { HandlerRun, WrappedStart } from "../runtime/wrapped-run.js";
 import { startWrapped } from "../runtime/wrapped-run.js";
@@ -116,6 +118,8 @@ export function idempotency(engine: Engine, options: FastifyIdempotencyOptions):
         return;
       }
       const own = (route.config as { idempotency?: boolean | RouteIdempotency } | undefined)?.idempotency;
+      // Checked when the route is registered, not at its first request.
+      if (typeof own !== "boolean") checkOptions("config.idempotency", ROUTE_IDEMPOTENCY_OPTIONS, own);
       const methods = Array.isArray(route.method) ? route.method : [route.method];
       const covered = own === undefined ? methods.some((m) => base.methods.has(m.toUpperCase())) : own !== false;
       if (!covered) return;
@@ -220,6 +224,14 @@ export interface FastifyWebhookOptions extends WebhookOptions<FastifyRequest> {
   url: string;
 }
 
+const FASTIFY_WEBHOOK_OPTIONS = optionShape(
+  {
+    ...WEBHOOK_OPTION_KINDS,
+    url: optionKind("the webhook route's path, starting with '/'", (v) => typeof v === "string"),
+  },
+  ["verify", "signal", "url"],
+);
+
 /**
  * A plugin that adds one POST route for a provider's webhook: the body is
  * kept as raw bytes (its own content-type parser, in the plugin's scope
@@ -238,9 +250,9 @@ export interface FastifyWebhookOptions extends WebhookOptions<FastifyRequest> {
  * }))
  */
 export function webhook(engine: Engine, options: FastifyWebhookOptions): FastifyPluginAsync {
-  const route = webhookRoute(engine, options);
-  if (typeof options.url !== "string" || !options.url.startsWith("/")) {
-    throw new TypeError("options.url is required: the webhook route's path, starting with '/'");
+  const route = webhookRoute(engine, options, FASTIFY_WEBHOOK_OPTIONS);
+  if (!options.url.startsWith("/")) {
+    throw new InvalidOptionError("url", `webhook: url must start with '/', got ${describeValue(options.url)}`);
   }
   return async (app) => {
     // Encapsulated: the bytes stay raw in this plugin's scope only, for the signature.

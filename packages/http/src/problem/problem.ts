@@ -24,6 +24,7 @@ const TITLES: Readonly<Record<string, string>> = {
   invalid_input: "Invalid request",
   invalid_body: "Invalid request body",
   request_too_large: "Request body too large",
+  payload_too_large: "Payload too large to store",
   response_too_large: "Response too large to store",
   not_acceptable: "The stored response is in a coding this request does not accept",
   lease_lost: "The request was taken over by a retry",

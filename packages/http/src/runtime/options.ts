@@ -1,4 +1,15 @@
 import type { Engine } from "@idempo/core";
+import { InvalidOptionError } from "@idempo/core";
+import type { OptionKind } from "@idempo/core/internal";
+import {
+  BOOLEAN,
+  checkOptions,
+  describeValue,
+  FUNCTION,
+  INTEGER,
+  optionKind,
+  optionShape,
+} from "@idempo/core/internal";
 import { replayHeaderSet } from "../response/envelope.js";
 
 /**
@@ -136,19 +147,80 @@ const DEFAULT_MAX_REQUEST_BYTES = 4 * MIB;
 
 function positiveInt(name: string, value: number | undefined, fallback: number): number {
   if (value === undefined) return fallback;
-  if (!Number.isSafeInteger(value) || value <= 0)
-    throw new TypeError(`${name} must be a positive integer, got ${value}`);
+  if (!Number.isSafeInteger(value) || value <= 0) {
+    throw new InvalidOptionError(name, `${name} must be a positive integer, got ${describeValue(value)}`);
+  }
   return value;
 }
 
-/** @throws TypeError on a missing engine or tenant resolver, or an option out of range. */
-export function checkCommon<Req>(engine: Engine, options: CommonOptions<Req>): void {
+const strings = (what: string): OptionKind =>
+  optionKind(what, (v) => Array.isArray(v) && v.every((item) => typeof item === "string"));
+
+const COMMON = {
+  tenant: optionKind(
+    "a function that returns the authenticated tenant of a request (never a client-chosen header)",
+    (v) => typeof v === "function",
+  ),
+  maxRequestBytes: INTEGER,
+};
+
+/** The middleware's options (`idempotency()`). */
+const IDEMPOTENCY_OPTIONS = optionShape(
+  {
+    ...COMMON,
+    required: BOOLEAN,
+    methods: strings("an array of method names such as ['POST', 'PATCH']"),
+    replayHeaders: strings("an array of header names"),
+    maxResponseBytes: INTEGER,
+    storeResponse: FUNCTION,
+    leaseMs: INTEGER,
+    retentionMs: INTEGER,
+    attemptTimeoutMs: INTEGER,
+  },
+  ["tenant"],
+);
+
+/** A workflow route's options (`idempotent()`). */
+const IDEMPOTENT_OPTIONS = optionShape(
+  {
+    ...COMMON,
+    input: optionKind("a function that builds the workflow's input from the request", (v) => typeof v === "function"),
+    required: BOOLEAN,
+    headers: FUNCTION,
+    location: optionKind(
+      "a function of the request and { tenantId, key } returning a URL",
+      (v) => typeof v === "function",
+    ),
+    waitInFlightMs: INTEGER,
+  },
+  ["tenant", "input"],
+);
+
+/** What a Fastify route's `config.idempotency` object may set over the plugin's options. */
+export const ROUTE_IDEMPOTENCY_OPTIONS = optionShape({
+  required: BOOLEAN,
+  replayHeaders: IDEMPOTENCY_OPTIONS.kinds.replayHeaders as OptionKind,
+  maxRequestBytes: INTEGER,
+  maxResponseBytes: INTEGER,
+  storeResponse: FUNCTION,
+  leaseMs: INTEGER,
+  retentionMs: INTEGER,
+});
+
+/** @throws TypeError on a missing engine. */
+function checkEngine(engine: Engine): void {
   if (typeof engine?.runOnce !== "function") throw new TypeError("pass the engine made by createEngine({ db })");
-  if (typeof options?.tenant !== "function") {
-    throw new TypeError(
-      "options.tenant is required: a function that returns the authenticated tenant of a request (never a client-chosen header)",
-    );
-  }
+}
+
+/**
+ * Check a workflow route's options.
+ *
+ * @throws TypeError on a missing engine.
+ * @throws InvalidOptionError on an unknown option, a missing `tenant` or `input`, or a value of the wrong type.
+ */
+export function checkIdempotentOptions<Req, In>(engine: Engine, options: IdempotentOptions<Req, In>): void {
+  checkEngine(engine);
+  checkOptions("idempotent", IDEMPOTENT_OPTIONS, options);
 }
 
 /** The request limit of either mode, with its default. */
@@ -156,11 +228,19 @@ export function maxRequestBytes(options: { maxRequestBytes?: number | undefined 
   return positiveInt("maxRequestBytes", options.maxRequestBytes, DEFAULT_MAX_REQUEST_BYTES);
 }
 
-/** The middleware's settings with defaults applied. */
+/**
+ * The middleware's settings with defaults applied.
+ *
+ * @throws TypeError on a missing engine, or `replayHeaders` naming `set-cookie`.
+ * @throws InvalidOptionError on an unknown option, a missing `tenant`, or a value of the wrong type or out of range.
+ */
 export function wrapSettings<Req>(engine: Engine, options: IdempotencyOptions<Req>): WrapSettings {
-  checkCommon(engine, options);
+  checkEngine(engine);
+  checkOptions("idempotency", IDEMPOTENCY_OPTIONS, options);
   const bound = positiveInt("attemptTimeoutMs", options.attemptTimeoutMs, WRAPPED_ATTEMPT_TIMEOUT_MS);
-  if (bound > MAX_TIMER_MS) throw new TypeError(`attemptTimeoutMs must be at most ${MAX_TIMER_MS}, got ${bound}`);
+  if (bound > MAX_TIMER_MS) {
+    throw new InvalidOptionError("attemptTimeoutMs", `attemptTimeoutMs must be at most ${MAX_TIMER_MS}, got ${bound}`);
+  }
   const workflowOptions: { leaseMs?: number; retentionMs?: number; attemptTimeoutMs: number } = {
     attemptTimeoutMs: bound,
   };

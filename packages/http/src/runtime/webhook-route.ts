@@ -10,6 +10,8 @@
  * otherwise, and the provider's retry may still be delivered.
  */
 import type { Engine, IdempoError, SignalResult } from "@idempo/core";
+import type { OptionShape } from "@idempo/core/internal";
+import { checkOptions, INTEGER, optionKind, optionShape } from "@idempo/core/internal";
 import { WebhookVerificationError } from "../problem/errors.js";
 import { isIdempoError, problemReply } from "../problem/problem.js";
 import { bodyFromBytes } from "../request/body.js";
@@ -118,22 +120,30 @@ export interface WebhookRequest<Req> {
   rawBody(maxBytes: number): Promise<Buffer>;
 }
 
-/** @throws TypeError on a missing engine, `verify` or `signal`, an `onUndelivered` that is not a function, or a bad `maxRequestBytes`. */
-export function webhookRoute<Req>(engine: Engine, options: WebhookOptions<Req>): WebhookRoute<Req> {
+const isFunction = (v: unknown) => typeof v === "function";
+
+/** The kinds of a webhook route's options, for the adapters that add their own (Fastify's `url`). */
+export const WEBHOOK_OPTION_KINDS = {
+  verify: optionKind("a function that checks the provider's signature over the raw body", isFunction),
+  signal: optionKind("a function that maps a verified event to { tenantId, key, name, payload }, or null", isFunction),
+  onUndelivered: optionKind("a function that records a signal acknowledged without delivery", isFunction),
+  maxRequestBytes: INTEGER,
+};
+
+const WEBHOOK_OPTIONS = optionShape(WEBHOOK_OPTION_KINDS, ["verify", "signal"]);
+
+/**
+ * @param shape the options an adapter accepts (Default: {@link WebhookOptions}'s).
+ * @throws TypeError on a missing engine.
+ * @throws InvalidOptionError on an unknown option, a missing `verify` or `signal`, an `onUndelivered` that is not a function, or a bad `maxRequestBytes`.
+ */
+export function webhookRoute<Req>(
+  engine: Engine,
+  options: WebhookOptions<Req>,
+  shape: OptionShape = WEBHOOK_OPTIONS,
+): WebhookRoute<Req> {
   if (typeof engine?.signal !== "function") throw new TypeError("pass the engine made by createEngine({ db })");
-  if (typeof options?.verify !== "function") {
-    throw new TypeError(
-      "options.verify is required: a function that checks the provider's signature over the raw body",
-    );
-  }
-  if (typeof options.signal !== "function") {
-    throw new TypeError(
-      "options.signal is required: a function that maps a verified event to { tenantId, key, name, payload }, or null",
-    );
-  }
-  if (options.onUndelivered !== undefined && typeof options.onUndelivered !== "function") {
-    throw new TypeError("options.onUndelivered must be a function that records a signal acknowledged without delivery");
-  }
+  checkOptions("webhook", shape, options);
   return { engine, options, maxRequestBytes: maxRequestBytes(options) };
 }
 

@@ -8,14 +8,14 @@
  */
 import { randomUUID } from "node:crypto";
 import type { Engine, Workflow } from "@idempo/core";
-import { IdempotencyKeyInProgressError, InputValidationError } from "@idempo/core";
+import { IdempotencyKeyInProgressError, InputValidationError, InvalidOptionError } from "@idempo/core";
 import { parseIdempotencyKey } from "../header/idempotency-key.js";
 import { IdempotencyKeyMissingError } from "../problem/errors.js";
 import { isIdempoError, problemReply, retryAfterSeconds } from "../problem/problem.js";
 import type { HttpReply } from "../response/reply.js";
 import { jsonReply, REPLAYED_HEADER } from "../response/reply.js";
 import type { IdempotentOptions } from "./options.js";
-import { checkCommon, MAX_TIMER_MS, maxRequestBytes } from "./options.js";
+import { checkIdempotentOptions, MAX_TIMER_MS, maxRequestBytes } from "./options.js";
 import type { RequestHeaders } from "./trace-context.js";
 import { inRequestTrace } from "./trace-context.js";
 
@@ -70,23 +70,23 @@ export interface WorkflowRoute<Req, In, B> {
   readonly maxRequestBytes: number;
 }
 
-/** @throws TypeError on a missing workflow, input builder or tenant resolver. */
+/**
+ * @throws TypeError on a missing engine or workflow.
+ * @throws InvalidOptionError on an unknown option, a missing input builder or tenant resolver, or a value of the wrong type or out of range.
+ */
 export function workflowRoute<Req, In, B>(
   engine: Engine,
   wf: Workflow<In, B>,
   options: IdempotentOptions<Req, In>,
 ): WorkflowRoute<Req, In, B> {
-  checkCommon(engine, options);
+  checkIdempotentOptions(engine, options);
   if (typeof wf?.name !== "string") throw new TypeError("pass a workflow built with workflow(...).respond(...)");
-  if (typeof options.input !== "function") {
-    throw new TypeError("options.input is required: a function that builds the workflow's input from the request");
-  }
-  if (options.location !== undefined && typeof options.location !== "function") {
-    throw new TypeError("options.location must be a function of the request and { tenantId, key } returning a URL");
-  }
   const wait = options.waitInFlightMs;
   if (wait !== undefined && (!Number.isSafeInteger(wait) || wait < 0 || wait > MAX_TIMER_MS)) {
-    throw new TypeError(`waitInFlightMs must be an integer from 0 to ${MAX_TIMER_MS}, got ${wait}`);
+    throw new InvalidOptionError(
+      "waitInFlightMs",
+      `idempotent: waitInFlightMs must be an integer from 0 to ${MAX_TIMER_MS}, got ${wait}`,
+    );
   }
   return { engine, workflow: wf, options, maxRequestBytes: maxRequestBytes(options) };
 }

@@ -629,7 +629,7 @@ export function behaviourSuite(harness: Harness): void {
   });
 
   describe(`${harness.name}: request limits (one default for both modes, one option)`, () => {
-    it("a 2 MiB request runs once and replays under the defaults, on a wrapped route and on a workflow route", async () => {
+    it("a 2 MiB request runs once and replays under the default request limit, on a wrapped route and on a workflow route", async () => {
       const blob = "b".repeat(2 * MIB);
       const tag = uid();
       const wrapKey = newKey();

@@ -12,7 +12,6 @@ import {
   WorkflowUsageError,
 } from "../../errors.js";
 import { newId } from "../../ids.js";
-import type { JsonValue } from "../../json/json-value.js";
 import { MAX_TIMER_MS } from "../../options/limits.js";
 import { intOption } from "../../options/option-checks.js";
 import type { NewRun } from "../../store/claim.js";
@@ -28,6 +27,7 @@ import { isConnectionLoss } from "../execution/db-errors.js";
 import { execute } from "../execution/executor.js";
 import { DEFAULT_MAX_ATTEMPTS, reportParkedByTakeover, resumeTaken } from "../execution/resume.js";
 import type { RunResult } from "../execution/run-result.js";
+import { storedResult } from "../execution/run-result.js";
 import type { Watch } from "../signal-delivery/completion-waiter.js";
 import { FIRST_PAUSE_MS, MAX_PAUSE_MS } from "../signal-delivery/completion-waiter.js";
 import type { CheckedRequest } from "./admission.js";
@@ -221,12 +221,7 @@ async function answerExisting(call: Call, found: ExistingRun): Promise<RunResult
   }
   if (found.status === "completed") {
     claimed("replay");
-    return {
-      status: found.responseStatus ?? 500,
-      body: JSON.parse(found.responseBody ?? "null") as JsonValue,
-      replayed: true,
-      outcome: found.outcome ?? "succeeded",
-    } as RunResult<unknown>;
+    return storedResult(found.responseStatus, found.responseBody, found.outcome);
   }
   if (found.leaseRemainingMs > 0) return found.leaseRemainingMs;
   const ownerToken = newId();

@@ -1,12 +1,12 @@
 /** `engine.wait`: poll a run's outcome (woken by its completion NOTIFY) until it completes or the time is up. */
 import { IdempotencyKeyInProgressError, InvalidOptionError, RunNotFoundError, RunParkedError } from "../../errors.js";
-import type { JsonValue } from "../../json/json-value.js";
 import { assertValidRunKey } from "../../keys/key-validation.js";
 import { MAX_TIMER_MS } from "../../options/limits.js";
 import { intOption } from "../../options/option-checks.js";
 import { selectOutcome } from "../../store/operations.js";
 import type { EngineContext } from "../engine-context.js";
 import type { RunResult } from "../execution/run-result.js";
+import { storedResult } from "../execution/run-result.js";
 import { FIRST_PAUSE_MS, MAX_PAUSE_MS } from "./completion-waiter.js";
 
 /** Options of `engine.wait`. */
@@ -33,12 +33,7 @@ export async function waitForCompletion(
       const row = await selectOutcome(ctx.db, ctx.tables, tenantId, key);
       if (!row || row.expired) throw new RunNotFoundError(tenantId, key);
       if (row.status === "completed") {
-        return {
-          status: row.response_status ?? 500,
-          body: JSON.parse(row.response_body ?? "null") as JsonValue,
-          replayed: true,
-          outcome: row.outcome ?? "succeeded",
-        } as RunResult<unknown>;
+        return storedResult(row.response_status, row.response_body, row.outcome);
       }
       if (row.status === "parked") throw new RunParkedError(tenantId, key, row.parked_reason ?? "parked");
       const retryAfterMs =

@@ -8,6 +8,13 @@
 //
 // A block must compile on its own, imports included. A deliberately partial
 // one uses the info string `ts fragment` and is skipped.
+//
+// The docstrings of the main exports (EXAMPLES below) must each carry a short
+// example, a ```ts block as Kysely's do; the check fails when one has none.
+// Every ```ts block in the docstrings of those files is compiled too, with
+// DOCSTRING_PRELUDE in front (so an example needs no imports: `db`, `engine`
+// and `checkout` are given) and inside a `{ }` of its own (so it may declare
+// those names again).
 import { spawnSync } from "node:child_process";
 import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { join, relative } from "node:path";
@@ -38,6 +45,47 @@ function documents() {
 
 const TS = new Set(["ts", "typescript", "mts"]);
 
+/** The exports whose docstring must show an example, by the file that declares them. */
+const EXAMPLES = {
+  "packages/core/src/runtime/engine.ts": [
+    "createEngine",
+    "runOnce",
+    "enqueue",
+    "signal",
+    "wait",
+    "startWorker",
+    "startRelay",
+  ],
+  "packages/core/src/workflow/builder.ts": [
+    "workflow",
+    "input",
+    "phase",
+    "step",
+    "sleep",
+    "waitFor",
+    "accepted",
+    "version",
+    "replaces",
+    "respond",
+  ],
+};
+
+/** What every docstring example may use without importing it. */
+const DOCSTRING_PRELUDE = `import type { Engine, Workflow } from "@idempo/core";
+import { createEngine, workflow } from "@idempo/core";
+import type { Kysely } from "kysely";
+import { z } from "zod";
+interface Database {
+  orders: { id: string; cart_id: string; amount_cents: number };
+}
+declare const db: Kysely<Database>;
+declare const engine: Engine;
+declare const checkout: Workflow<{ cartId: string; amountCents: number }, { orderId: string }>;
+declare const payments: {
+  charge(amountCents: number, options: { idempotencyKey: string; signal: AbortSignal }): Promise<{ id: string }>;
+};
+`;
+
 /**
  * The fenced code blocks of a Markdown file: info string, first line of the
  * code (1-based), the code with the fence's indentation removed.
@@ -62,10 +110,53 @@ function blocks(text) {
   return result;
 }
 
+const origin = new Map(); // block file name -> { doc, start }
+
+/**
+ * The docstrings of a TypeScript file: the name declared after each one, its
+ * text with the leading ` * ` removed, and the line it starts on (1-based).
+ */
+function docstrings(text) {
+  const found = [];
+  const re =
+    /\/\*\*((?:(?!\*\/)[\s\S])*)\*\/\s*(?:export\s+)?(?:async\s+)?(?:function\s+|class\s+|interface\s+)?([A-Za-z_$][\w$]*)/g;
+  for (const m of text.matchAll(re)) {
+    const line = text.slice(0, m.index).split("\n").length;
+    const body = m[1]
+      .split("\n")
+      .map((l) => l.replace(/^\s*\* ?/, ""))
+      .join("\n");
+    found.push({ name: m[2], body, line });
+  }
+  return found;
+}
+
 rmSync(out, { recursive: true, force: true });
 mkdirSync(out, { recursive: true });
 
-const origin = new Map(); // block file name -> { doc, start }
+const missing = [];
+const preludeLines = DOCSTRING_PRELUDE.split("\n").length - 1;
+for (const [file, required] of Object.entries(EXAMPLES)) {
+  const docs = docstrings(readFileSync(join(root, file), "utf8"));
+  for (const name of required) {
+    const doc = docs.find((d) => d.name === name);
+    const examples = doc ? blocks(doc.body).filter((b) => TS.has(b.info.split(/\s+/)[0] ?? "")) : [];
+    if (!doc) missing.push(`${file}: ${name} has no docstring`);
+    else if (examples.length === 0)
+      missing.push(`${file}:${doc.line}: ${name} has no example (a \`\`\`ts block in its docstring)`);
+  }
+  for (const doc of docs) {
+    for (const block of blocks(doc.body)) {
+      const [lang, ...flags] = block.info.split(/\s+/);
+      if (!TS.has(lang ?? "") || flags.includes("fragment")) continue;
+      const start = doc.line + block.start - 1; // the block's first line in the source file
+      const name = `${file.replace(/\.ts$/, "").replace(/[^A-Za-z0-9]+/g, "-")}-${doc.name}-L${start}.ts`;
+      writeFileSync(join(out, name), `${DOCSTRING_PRELUDE}{\n${block.code}\n}\n`);
+      origin.set(name, { doc: file, start: start - preludeLines - 1 });
+    }
+  }
+}
+
 let skipped = 0;
 for (const doc of documents()) {
   const rel = relative(root, doc);
@@ -130,7 +221,9 @@ for (const line of `${tsc.stdout}${tsc.stderr}`.split("\n")) {
     console.log(line);
   }
 }
-if (tsc.status !== 0) {
+for (const line of missing) console.log(line);
+if (tsc.status !== 0 || missing.length > 0) {
+  if (missing.length > 0) errors += missing.length;
   console.log(`\n${errors} error(s); the extracted blocks are in ${relative(root, out)}/`);
   process.exit(1);
 }

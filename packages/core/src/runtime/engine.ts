@@ -47,6 +47,16 @@ export interface Engine extends AdminApi, OperatorVerbs {
    * stored run resumes under its own version when `workflow` replaces it
    * (see `WorkflowBuilder.version`).
    *
+   * @example
+   * ```ts
+   * const res = await engine.runOnce(checkout, {
+   *   tenantId: 'acme',
+   *   key: 'order-7f3a', // the client's Idempotency-Key
+   *   input: { cartId: 'cart-1', amountCents: 1999 },
+   *   waitInFlightMs: 5_000, // a concurrent duplicate waits for the first answer
+   * })
+   * if (res.outcome === 'succeeded') console.log(res.status, res.body.orderId, res.replayed)
+   * ```
    * @returns the response, with `replayed: true` when it came from the stored record.
    * @throws InvalidIdempotencyKeyError (400) bad key or tenant, before any SQL.
    * @throws InputValidationError (400) input not JSON or rejected by the schema, before any claim.
@@ -72,6 +82,14 @@ export interface Engine extends AdminApi, OperatorVerbs {
    * workflow is a mismatch; a completed record past retention refuses the
    * key while its tombstone lasts, and counts as absent after it.
    *
+   * @example
+   * ```ts
+   * await db.transaction().execute(async (tx) => {
+   *   await tx.insertInto('orders').values({ id: 'o-1', cart_id: 'cart-1', amount_cents: 1999 }).execute()
+   *   // The run exists exactly when the order does; a worker runs it.
+   *   await engine.enqueue(tx, checkout, { tenantId: 'acme', key: 'order-o-1', input: { cartId: 'cart-1', amountCents: 1999 } })
+   * })
+   * ```
    * @param tx the caller's transaction (or the database itself, for a run created on its own).
    * @throws InvalidIdempotencyKeyError (400) bad key or tenant, before any SQL.
    * @throws InputValidationError (400) input not JSON or rejected by the schema, before any SQL.
@@ -111,6 +129,11 @@ export interface Engine extends AdminApi, OperatorVerbs {
    *   await engine.signal("acme", "transfer-t1", "settled", { reference: "BANK-81" }, { tx });
    * });
    *
+   * @example
+   * ```ts
+   * // In the payment provider's webhook: wake the run waiting in `.waitFor('challenge')`.
+   * const { duplicate, woke } = await engine.signal('acme', 'order-7f3a', 'challenge', { approved: true })
+   * ```
    * @throws InvalidIdempotencyKeyError (400) bad key or tenant, before any SQL.
    * @throws InvalidOptionError (500) an unknown option, or a `tx` that is not a Kysely transaction, before any SQL.
    * @throws InputValidationError (400) the payload is not JSON or fails the wait's schema, or the run's workflow waits for no such name.
@@ -133,6 +156,11 @@ export interface Engine extends AdminApi, OperatorVerbs {
    * engine has a `listen` connection, by polling (the guarantee) otherwise;
    * no pooled connection is held between polls.
    *
+   * @example
+   * ```ts
+   * const res = await engine.wait('acme', 'order-7f3a', { timeoutMs: 30_000 })
+   * console.log(res.status, res.body) // the stored response, res.replayed === true
+   * ```
    * @throws IdempotencyKeyInProgressError (409) still not completed at the timeout; `retryAfterMs` as for `runOnce`.
    * @throws RunParkedError (500) the run is parked: it will not complete on its own.
    * @throws IdempotencyKeyExpiredError (410) the run completed and its record expired: its response is gone.
@@ -176,12 +204,29 @@ export interface Engine extends AdminApi, OperatorVerbs {
    * and `sweep` every `intervalMs`. Any number of workers (in any number of
    * processes) may run at once: each run is executed by one of them.
    * `await worker.stop()` waits for the runs it is finishing.
+   * @example
+   * ```ts
+   * const worker = engine.startWorker({ workflows: [checkout], concurrency: 8 })
+   * process.once('SIGTERM', () => void worker.stop()) // finishes the runs it holds
+   * ```
    */
   startWorker(options: WorkerOptions): Worker;
   /**
    * Deliver outbox messages at least once: claim due messages (SKIP LOCKED),
    * call the topic's handler outside any transaction with a stable
    * `deliveryKey`, mark delivered; back off and finally dead-letter on failure.
+   * @example
+   * ```ts
+   * const relay = engine.startRelay({
+   *   handlers: {
+   *     'order.placed': async (message, { deliveryKey, signal }) => {
+   *       const headers = { 'content-type': 'application/json', 'idempotency-key': deliveryKey }
+   *       const res = await fetch('https://hooks.example.com/orders', { method: 'POST', headers, body: JSON.stringify(message.payload), signal })
+   *       if (!res.ok) throw new Error(`receiver answered ${res.status}`) // retried with backoff
+   *     },
+   *   },
+   * })
+   * ```
    */
   startRelay(options: RelayOptions): Relay;
 }
@@ -190,9 +235,11 @@ export interface Engine extends AdminApi, OperatorVerbs {
  * Create an engine on the application's Kysely database.
  *
  * @example
- * const engine = createEngine({ db })
+ * ```ts
+ * const engine = createEngine({ db, leaseMs: 30_000 })
  * await engine.migrate()
- * const res = await engine.runOnce(checkout, { tenantId: 'acme', key: 'k-123', input })
+ * const res = await engine.runOnce(checkout, { tenantId: 'acme', key: 'k-123', input: { cartId: 'c-1', amountCents: 500 } })
+ * ```
  *
  * @throws InvalidOptionError when an option is unknown (naming the known ones), of the wrong type, or out of range.
  * @throws WorkflowDefinitionError when the schema name is not a plain SQL identifier.

@@ -1,7 +1,6 @@
 import type { z } from "zod";
 import { WorkflowDefinitionError } from "../errors.js";
 import type { JsonValue } from "../json/json-value.js";
-import { hasLoneSurrogate } from "../json/json-value.js";
 import { STEP_OPTIONS, WAIT_FOR_OPTIONS, WORKFLOW_OPTIONS } from "../options/known-options.js";
 import { MAX_STORED_MS, MAX_TIMER_MS } from "../options/limits.js";
 import { intOption } from "../options/option-checks.js";
@@ -17,15 +16,9 @@ import type {
   WorkflowOptions,
 } from "./definition.js";
 import { outlineHash } from "./definition.js";
-import { checkVersion, olderVersions } from "./versions.js";
-
-/** What `.version` and `.replaces` collected so far; checked together in `respond`. */
-interface Versioning {
-  readonly version: number | undefined;
-  readonly replaces: readonly unknown[];
-}
-
-const UNVERSIONED: Versioning = Object.freeze({ version: undefined, replaces: Object.freeze([]) });
+import { checkName } from "./item-checks.js";
+import type { Versioning } from "./versions.js";
+import { checkVersion, olderVersions, UNVERSIONED } from "./versions.js";
 
 type Simplify<T> = { [K in keyof T]: T[K] } & {};
 /** The state after merging a phase or step result `O` into `S`. */
@@ -33,22 +26,6 @@ type Merge<S, O> = O extends object ? Simplify<Omit<S, keyof O> & O> : S;
 
 /** What a phase or step may return: an object merged into `state`, or nothing. */
 export type StateUpdate = object | undefined | void;
-
-const NAME_MAX = 100;
-
-function checkName(what: string, name: unknown): asserts name is string {
-  if (
-    typeof name !== "string" ||
-    name.length === 0 ||
-    name.length > NAME_MAX ||
-    /[\u0000-\u001F\u007F]/.test(name) ||
-    hasLoneSurrogate(name)
-  ) {
-    throw new WorkflowDefinitionError(
-      `${what} name must be a non-empty string of at most ${NAME_MAX} characters without control characters, got ${JSON.stringify(name)}`,
-    );
-  }
-}
 
 /**
  * Immutable fluent builder of a workflow; every method returns a new
@@ -95,6 +72,13 @@ export class WorkflowBuilder<DB, In, I, S> {
    * fingerprint. The idea is Restate's and Temporal's worker versioning: a
    * run stays pinned to the code it started on. See docs/versioning.md.
    *
+   * @example
+   * ```ts
+   * // Runs started on `checkout` (version 1) finish there; new runs take version 2.
+   * const checkoutV2 = workflow('checkout').version(2).replaces(checkout)
+   *   .phase('create_order', () => ({ orderId: 'o-1' }))
+   *   .respond(({ state }) => ({ status: 201, body: state }))
+   * ```
    * @param version an integer from 1 to 2 147 483 647; higher is newer.
    * @throws WorkflowDefinitionError on any other value, or when the version was already set.
    */
@@ -116,6 +100,13 @@ export class WorkflowBuilder<DB, In, I, S> {
    * replaces is kept too, so `v3.replaces(v2)` also keeps what `v2`
    * replaces. May be called more than once; checked by `respond`.
    *
+   * @example
+   * ```ts
+   * const v1 = workflow('signup').phase('create', () => ({})).respond(() => ({ status: 201, body: null }))
+   * const v2 = workflow('signup').version(2).replaces(v1)
+   *   .phase('create', () => ({})).phase('welcome', () => ({}))
+   *   .respond(() => ({ status: 201, body: null }))
+   * ```
    * @param older finished workflows with the same name and lower versions.
    * @throws WorkflowDefinitionError from `respond` when one is not a
    * finished workflow, has another name or a version not below this one,
@@ -140,6 +131,13 @@ export class WorkflowBuilder<DB, In, I, S> {
    * Validate input with a zod schema before anything is claimed. Invalid
    * input raises `InputValidationError` (400) and leaves no row. The
    * fingerprint is taken from the raw input, before zod defaults or stripping.
+   * @example
+   * ```ts
+   * const refund = workflow('refund')
+   *   .input(z.object({ orderId: z.string(), amountCents: z.number().int().positive() }))
+   *   .phase('record', ({ input }) => ({ refundedCents: input.amountCents }))
+   *   .respond(({ state }) => ({ status: 200, body: state }))
+   * ```
    */
   input<Z extends z.ZodType>(schema: Z): WorkflowBuilder<DB, z.input<Z>, z.output<Z>, S> {
     if (this.#items.length > 0)
@@ -159,6 +157,16 @@ export class WorkflowBuilder<DB, In, I, S> {
    * database; its writes, the returned state and the advance of the recovery
    * point to `name` commit together, fenced on the owner token.
    *
+   * @example
+   * ```ts
+   * workflow<Database>('place_order')
+   *   .input(z.object({ cartId: z.string(), amountCents: z.number().int() }))
+   *   .phase('create_order', async ({ tx, input }) => {
+   *     const id = `order-${input.cartId}`
+   *     await tx.insertInto('orders').values({ id, cart_id: input.cartId, amount_cents: input.amountCents }).execute()
+   *     return { orderId: id } // merged into state; the next item sees state.orderId
+   *   })
+   * ```
    * @throws WorkflowDefinitionError when `name` is already used in this workflow.
    */
   phase<O extends StateUpdate>(
@@ -175,6 +183,15 @@ export class WorkflowBuilder<DB, In, I, S> {
    * derived `idempotencyKey`. Its result is recorded (and merged into
    * `state`) before the run moves on; a recorded step is never called again.
    *
+   * @example
+   * ```ts
+   * workflow('pay')
+   *   .input(z.object({ amountCents: z.number().int() }))
+   *   .step('charge', async ({ input, idempotencyKey, signal }) => {
+   *     const charge = await payments.charge(input.amountCents, { idempotencyKey, signal })
+   *     return { chargeId: charge.id }
+   *   }, { retries: 3, backoffMs: 500, timeoutMs: 10_000 })
+   * ```
    * @throws WorkflowDefinitionError when `name` is already used in this workflow.
    * @throws InvalidOptionError when `options` is not an object, holds an unknown option (naming the known ones), or one is of the wrong type or out of range.
    */
@@ -201,6 +218,13 @@ export class WorkflowBuilder<DB, In, I, S> {
    * key resumes it after this item, also after every process restarted.
    * A sleep of seven days costs one row. Resuming is not a new attempt.
    *
+   * @example
+   * ```ts
+   * workflow('trial')
+   *   .phase('start', () => ({ plan: 'pro' }))
+   *   .sleep('trial_period', 14 * 24 * 60 * 60 * 1000) // fourteen days, one row meanwhile
+   *   .phase('convert', ({ state }) => ({ converted: state.plan }))
+   * ```
    * @param ms 0 to 3 153 600 000 000 (100 years), or a function of `{ input, state, key, tenantId, attempt }` returning it.
    * @throws WorkflowDefinitionError when `name` is already used in this workflow.
    * @throws InvalidOptionError when a fixed `ms` is out of range (a computed one that is out of range parks the run).
@@ -218,6 +242,14 @@ export class WorkflowBuilder<DB, In, I, S> {
    * once. On timeout, `onTimeout` decides (see {@link WaitForOptions}).
    * Resuming is not a new attempt.
    *
+   * @example
+   * ```ts
+   * const payWith3ds = workflow('pay_3ds')
+   *   .waitFor('challenge', { schema: z.object({ approved: z.boolean() }), timeoutMs: 15 * 60_000 })
+   *   .respond(({ state }) => ({ status: state.challenge.approved ? 200 : 402, body: state.challenge }))
+   * // Elsewhere, in the provider's webhook handler:
+   * await engine.signal('acme', 'order-7f3a', 'challenge', { approved: true })
+   * ```
    * @throws WorkflowDefinitionError when `name` is already used in this workflow.
    * @throws InvalidOptionError when `options` is not an object, holds an unknown option (`timeOutMs` for `timeoutMs`: named with the known ones), `timeoutMs` is out of range or `onTimeout` is not a function.
    */
@@ -241,6 +273,13 @@ export class WorkflowBuilder<DB, In, I, S> {
    * The body `runOnce` answers with when the run suspends (status 202,
    * `outcome: 'suspended'`); without it the body is `null`. `fn` gets
    * `{ input, state, key, tenantId, attempt }` with the state committed at
+   * @example
+   * ```ts
+   * workflow('export')
+   *   .phase('queue', () => ({ exportId: 'e-1' }))
+   *   .accepted(({ state }) => ({ exportId: state.exportId ?? null, ready: false })) // the 202's body
+   *   .sleep('render', 60_000)
+   * ```
    * the suspension; its result must be a JSON value.
    */
   accepted(fn: (info: RunInfo<I, Partial<S>>) => unknown): WorkflowBuilder<DB, In, I, S> {
@@ -262,6 +301,13 @@ export class WorkflowBuilder<DB, In, I, S> {
    * is stored in the transaction that marks the run completed and replayed
    * verbatim to every retry.
    *
+   * @example
+   * ```ts
+   * const greet = workflow('greet')
+   *   .input(z.object({ name: z.string() }))
+   *   .phase('count', () => ({ greeted: 1 }))
+   *   .respond(({ input, state }) => ({ status: 200, body: { hello: input.name, times: state.greeted } }))
+   * ```
    * @throws WorkflowDefinitionError when what `.replaces()` was given does not fit (see there).
    */
   respond<B>(fn: (ctx: RunInfo<I, S>) => ResponseSpec<B> | Promise<ResponseSpec<B>>): Workflow<In, B> {
@@ -311,11 +357,16 @@ export class WorkflowBuilder<DB, In, I, S> {
  * mismatch (422).
  *
  * @example
- * const checkout = workflow<Database>('checkout')
+ * ```ts
+ * const checkout = workflow<Database>('checkout', { leaseMs: 60_000, maxAttempts: 5 })
  *   .input(z.object({ cartId: z.string(), amountCents: z.number().int().positive() }))
- *   .phase('create_order', async ({ tx, input }) => ({ orderId: await insertOrder(tx, input) }))
- *   .step('charge', async ({ state, idempotencyKey }) => ({ chargeId: await charge(state.orderId, idempotencyKey) }))
+ *   .phase('create_order', async ({ tx, input }) => {
+ *     const id = `order-${input.cartId}`
+ *     await tx.insertInto('orders').values({ id, cart_id: input.cartId, amount_cents: input.amountCents }).execute()
+ *     return { orderId: id }
+ *   })
  *   .respond(({ state }) => ({ status: 201, body: state }))
+ * ```
  *
  * @param name 1-100 characters, no control characters.
  * @param options retention, lease and error policy; see {@link WorkflowOptions}.

@@ -9,6 +9,14 @@
 import { InvalidOptionError, WorkflowDefinitionError } from "../errors.js";
 import type { Definition } from "./definition.js";
 
+/** What `.version` and `.replaces` collected so far; checked together in `respond`. */
+export interface Versioning {
+  readonly version: number | undefined;
+  readonly replaces: readonly unknown[];
+}
+
+export const UNVERSIONED: Versioning = Object.freeze({ version: undefined, replaces: Object.freeze([]) });
+
 /** The largest version number: what the `workflow_version integer` column holds. */
 const MAX_VERSION = 2_147_483_647;
 

@@ -5,7 +5,6 @@
  */
 import { IdempotencyKeyInProgressError, RunParkedError, WorkflowDefinitionError } from "../../errors.js";
 import { newId } from "../../ids.js";
-import type { JsonValue } from "../../json/json-value.js";
 import { RUN_ONCE_REQUEST } from "../../options/known-options.js";
 import { MAX_TIMER_MS } from "../../options/limits.js";
 import { intOption } from "../../options/option-checks.js";
@@ -22,6 +21,7 @@ import { entryError } from "../entry-errors.js";
 import { execute } from "../execution/executor.js";
 import { DEFAULT_MAX_ATTEMPTS, reportParkedByTakeover, resumeTaken } from "../execution/resume.js";
 import type { RunResult } from "../execution/run-result.js";
+import { storedResult } from "../execution/run-result.js";
 import type { Watch } from "../signal-delivery/completion-waiter.js";
 import { FIRST_PAUSE_MS, MAX_PAUSE_MS } from "../signal-delivery/completion-waiter.js";
 import type { CheckedRequest } from "./admission.js";
@@ -207,12 +207,7 @@ async function answerExisting(call: Call, found: ExistingRun): Promise<RunResult
   }
   if (found.status === "completed") {
     claimed("replay");
-    return {
-      status: found.responseStatus ?? 500,
-      body: JSON.parse(found.responseBody ?? "null") as JsonValue,
-      replayed: true,
-      outcome: found.outcome ?? "succeeded",
-    } as RunResult<unknown>;
+    return storedResult(found.responseStatus, found.responseBody, found.outcome);
   }
   if (found.leaseRemainingMs > 0) return found.leaseRemainingMs;
   const ownerToken = newId();

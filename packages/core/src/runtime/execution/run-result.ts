@@ -1,4 +1,5 @@
 import type { JsonValue } from "../../json/json-value.js";
+import type { RunOutcome } from "../../store/run-store.js";
 
 /**
  * What `runOnce` returns. `replayed` is true when the response came from the
@@ -23,3 +24,17 @@ export type RunResult<B> =
       readonly outcome: "failed" | "errored" | "rejected" | "canceled";
     }
   | { readonly status: 202; readonly body: JsonValue; readonly replayed: false; readonly outcome: "suspended" };
+
+/** The stored response of a completed run, as every replay answers it (`replayed: true`). */
+export function storedResult(
+  status: number | null,
+  body: string | null,
+  outcome: RunOutcome | null,
+): RunResult<unknown> {
+  return {
+    status: status ?? 500,
+    body: JSON.parse(body ?? "null") as JsonValue,
+    replayed: true,
+    outcome: outcome ?? "succeeded",
+  } as RunResult<unknown>;
+}

@@ -5,7 +5,6 @@ import {
   RunNotFoundError,
   RunParkedError,
 } from "../../errors.js";
-import type { JsonValue } from "../../json/json-value.js";
 import { assertValidRunKey } from "../../keys/key-validation.js";
 import { WAIT_OPTIONS } from "../../options/known-options.js";
 import { MAX_TIMER_MS } from "../../options/limits.js";
@@ -15,6 +14,7 @@ import { selectOutcome } from "../../store/operations.js";
 import { selectTombstone, tombstoneOf } from "../../store/tombstones.js";
 import type { EngineContext } from "../engine-context.js";
 import type { RunResult } from "../execution/run-result.js";
+import { storedResult } from "../execution/run-result.js";
 import { FIRST_PAUSE_MS, MAX_PAUSE_MS } from "./completion-waiter.js";
 
 /** Options of `engine.wait`. */
@@ -43,12 +43,7 @@ export async function waitForCompletion(
       if (tombstone) throw new IdempotencyKeyExpiredError(tenantId, key, tombstone);
       if (!row || row.expired) throw new RunNotFoundError(tenantId, key);
       if (row.status === "completed") {
-        return {
-          status: row.response_status ?? 500,
-          body: JSON.parse(row.response_body ?? "null") as JsonValue,
-          replayed: true,
-          outcome: row.outcome ?? "succeeded",
-        } as RunResult<unknown>;
+        return storedResult(row.response_status, row.response_body, row.outcome);
       }
       if (row.status === "parked") throw new RunParkedError(tenantId, key, row.parked_reason ?? "parked");
       const retryAfterMs =

@@ -234,6 +234,30 @@ export class DatabaseUnavailableError extends IdempoError {
 }
 
 /**
+ * A background loop's LISTEN connection (a relay's, a worker's, or the
+ * engine's for `wait`) stopped working (503), reported once per loss
+ * through the loop's `onError` (the engine's logs it). `reason` says how:
+ * `'unresponsive'` when a check round trip (`SELECT 1`) got no answer in
+ * time, which is what a half-open connection looks like (a network black
+ * hole: no reset, no error), and the client's socket was destroyed so that
+ * nothing waits on it; `'failed'` when the connection failed or ended
+ * (backend terminated, reset). Nothing is lost: the loop polls meanwhile,
+ * and with a `pg.Pool` as its `listen` source it takes a new connection and
+ * LISTENs again once the database answers (a plain client cannot reconnect).
+ */
+export class ListenConnectionLostError extends IdempoError {
+  /** How the connection was found lost. */
+  readonly reason: "unresponsive" | "failed";
+  /** Who listened: `relay`, `worker` or `engine.wait`. */
+  readonly listener: string;
+  constructor(listener: string, reason: "unresponsive" | "failed", detail: string, options?: { cause?: unknown }) {
+    super("listen_connection_lost", 503, `${listener}: the LISTEN connection ${detail}; polling carries on`, options);
+    this.reason = reason;
+    this.listener = listener;
+  }
+}
+
+/**
  * The run is parked (500): the engine stopped trying it, because its
  * attempts reached the workflow's `maxAttempts` or because it produced a
  * value that cannot be stored, which no retry can cure. A parked run is

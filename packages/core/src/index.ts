@@ -10,6 +10,7 @@ export {
   InvalidIdempotencyKeyError,
   InvalidOptionError,
   LeaseLostError,
+  ListenConnectionLostError,
   PayloadTooLargeError,
   PhaseConflictError,
   RunNotFoundError,
@@ -26,7 +27,14 @@ export type { PreparedStatementsOptions } from "./prepared-statements.js";
 export { withPreparedStatements } from "./prepared-statements.js";
 export type { EnqueueRequest, EnqueueResult } from "./runtime/admission/enqueue.js";
 export type { RunOnceRequest } from "./runtime/admission/run-once.js";
-export type { NotificationSource } from "./runtime/background/notifications.js";
+export type { ListenCheckOptions } from "./runtime/background/listen-options.js";
+export type {
+  ListenApi,
+  ListenClient,
+  ListenPool,
+  Notification,
+  NotificationSource,
+} from "./runtime/background/notifications.js";
 export type {
   DeliveryContext,
   DeliveryHandler,

@@ -17,9 +17,9 @@ const KYSELY = optionKind("a Kysely instance (new Kysely({ dialect }))", (v) =>
 const LOGGER = optionKind("a logger with debug, info, warn and error functions (pino, console)", (v) =>
   hasFunctions(v, ["debug", "info", "warn", "error"]),
 );
-/** A connected `pg.Client` or a PGlite instance (see `NotificationSource`). */
+/** A `pg.Pool`, a connected `pg.Client` or a PGlite instance (see `NotificationSource`). */
 const NOTIFICATION_SOURCE: OptionKind = optionKind(
-  "a dedicated, connected pg.Client or a PGlite instance",
+  "a pg.Pool, a dedicated, connected pg.Client or a PGlite instance",
   (v) => hasFunctions(v, ["listen"]) || hasFunctions(v, ["query", "on", "off"]),
 );
 
@@ -34,6 +34,8 @@ export const ENGINE_OPTIONS = optionShape(
     logger: LOGGER,
     attemptTimeoutMs: INTEGER,
     listen: NOTIFICATION_SOURCE,
+    listenCheckMs: INTEGER,
+    answerTimeoutMs: INTEGER,
     workflows: ARRAY,
     preparedStatements: BOOLEAN,
     maxPayloadBytes: INTEGER,
@@ -64,6 +66,8 @@ export const WORKER_OPTIONS = optionShape({
   concurrency: INTEGER,
   workflowConcurrency: OBJECT,
   listen: NOTIFICATION_SOURCE,
+  listenCheckMs: INTEGER,
+  answerTimeoutMs: INTEGER,
   sweep: BOOLEAN,
   onError: FUNCTION,
 });
@@ -79,6 +83,8 @@ export const RELAY_OPTIONS = optionShape(
     leaseMs: INTEGER,
     pollIntervalMs: INTEGER,
     listen: NOTIFICATION_SOURCE,
+    listenCheckMs: INTEGER,
+    answerTimeoutMs: INTEGER,
     onError: FUNCTION,
   },
   ["handlers"],

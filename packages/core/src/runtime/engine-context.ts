@@ -16,6 +16,7 @@ import { SILENT } from "../telemetry/logger.js";
 import { keyHash, Telemetry } from "../telemetry/telemetry.js";
 import type { Definition } from "../workflow/definition.js";
 import { deployedByName } from "../workflow/versions.js";
+import { listenChecks } from "./background/listen-options.js";
 import type { EngineOptions } from "./engine-options.js";
 import { faultHookOf, heartbeatSilenced } from "./execution/hooks.js";
 import type { ExecutorDeps } from "./execution/plan.js";
@@ -93,8 +94,12 @@ export function createContext<DB>(options: EngineOptions<DB>, engine: () => obje
     DEFAULT_MAX_PAYLOAD_BYTES,
   );
   const telemetry = new Telemetry(options.logger ?? SILENT);
-  const waiter = completionWaiter(options.listen, (error) =>
-    telemetry.log("warn", { error: String(error) }, "idempo: LISTEN for completions failed; waiters poll instead"),
+  const waiter = completionWaiter(
+    options.listen,
+    listenChecks(where, options),
+    (error) =>
+      telemetry.log("warn", { error: String(error) }, "idempo: LISTEN for completions failed; waiters poll instead"),
+    () => telemetry.log("info", {}, "idempo: LISTEN for completions re-established; NOTIFY wakes waiters again"),
   );
   const workflows = new KnownWorkflows();
   if (options.workflows !== undefined) {

@@ -2,10 +2,11 @@
 import type { Kysely } from "kysely";
 import type { Logger } from "../telemetry/logger.js";
 import type { Workflow } from "../workflow/definition.js";
+import type { ListenCheckOptions } from "./background/listen-options.js";
 import type { NotificationSource } from "./background/notifications.js";
 
 /** Settings of an engine. */
-export interface EngineOptions<DB> {
+export interface EngineOptions<DB> extends ListenCheckOptions {
   /** The application's Kysely instance (pg pool or PGlite); idempo's tables live in the same database. */
   db: Kysely<DB>;
   /** Postgres schema for idempo's tables (Default: `idempo`). */
@@ -32,9 +33,14 @@ export interface EngineOptions<DB> {
   attemptTimeoutMs?: number;
   /**
    * A connection to LISTEN on, so `engine.wait` and `runOnce`'s
-   * `waitInFlightMs` wake the moment a run they wait for completes: a
-   * dedicated, connected `pg.Client` (never one from the pool), or a PGlite
-   * instance (Default: poll only; polling is always the guarantee).
+   * `waitInFlightMs` wake the moment a run they wait for completes
+   * (Default: poll only; polling is always the guarantee). Best a `pg.Pool`
+   * of its own (`max: 1`): the engine checks out one client, checks it every
+   * `listenCheckMs`, and when it fails, ends or stops answering within
+   * `answerTimeoutMs`, logs it once, releases it destroyed and checks out a
+   * new one on a later check (logged too). A dedicated, connected
+   * `pg.Client` (never one from the application's pool) is checked the same
+   * way but cannot reconnect. Or a PGlite instance.
    */
   listen?: NotificationSource;
   /**

@@ -16,6 +16,8 @@ export interface DueLoopOptions {
   readonly limits: ReadonlyMap<string, number>;
   readonly pollMs: number;
   readonly listen: NotificationSource | undefined;
+  readonly listenCheckMs: number;
+  readonly answerTimeoutMs: number;
 }
 
 export interface DueLoopOps {
@@ -26,6 +28,8 @@ export interface DueLoopOps {
   /** Take the run and execute it; resolves when it is done (or was taken by another). */
   execute(run: DueRun): Promise<void>;
   onError(error: unknown): void;
+  /** LISTEN is back after a reported loss. */
+  onListenBack(): void;
 }
 
 /** Candidates read per free slot: enough that every tenant's oldest run is among them in most rounds. */
@@ -38,9 +42,13 @@ export function startDueLoop(options: DueLoopOptions, ops: DueLoopOps): { stop()
     concurrency: options.concurrency,
     pollMs: options.pollMs,
     listen: options.listen,
+    listenCheckMs: options.listenCheckMs,
+    answerTimeoutMs: options.answerTimeoutMs,
+    at: "startWorker",
     channel: DUE_CHANNEL,
     listener: "worker",
     onError: ops.onError,
+    onListenBack: ops.onListenBack,
   });
   const running = new Map<string, number>();
   const claiming = new Set<string>();
@@ -79,7 +87,7 @@ export function startDueLoop(options: DueLoopOptions, ops: DueLoopOps): { stop()
     running.set(r.workflow, (running.get(r.workflow) ?? 0) + 1);
     if (served.size >= MEMORY) served.clear();
     served.set(r.tenantId, serial++);
-    loop.occupy(
+    loop.occupy(() =>
       ops
         .execute(r)
         .catch(ops.onError)

@@ -1,14 +1,17 @@
 /**
  * A background loop with graceful shutdown: runs `tick` every `intervalMs`
  * (measured from the end of the previous tick, so ticks never overlap) and
- * `stop()` waits for the tick in progress.
+ * `stop(boundMs)` waits for the tick in progress, at most `boundMs` (a tick
+ * stuck on a connection that never answers must not hold `stop()` up; it
+ * goes on, and schedules nothing, when it settles).
  */
+import { within } from "./bounded-wait.js";
 
 export function startLoop(
   intervalMs: number,
   tick: () => Promise<void>,
   onError: (error: unknown) => void,
-): { stop(): Promise<void> } {
+): { stop(boundMs: number): Promise<void> } {
   let stopped = false;
   let timer: NodeJS.Timeout | undefined;
   let running: Promise<void> = Promise.resolve();
@@ -24,10 +27,10 @@ export function startLoop(
   schedule(0);
 
   return {
-    async stop() {
+    async stop(boundMs) {
       stopped = true;
       if (timer) clearTimeout(timer);
-      await running;
+      await within(boundMs, running).catch(() => undefined);
     },
   };
 }

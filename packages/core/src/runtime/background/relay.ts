@@ -6,7 +6,7 @@
  * succeeded but before marking the row redelivers it, with the same
  * delivery key, once its claim expires.
  */
-import { InvalidOptionError } from "../../errors.js";
+import { InvalidOptionError, ListenConnectionLostError } from "../../errors.js";
 import type { JsonValue } from "../../json/json-value.js";
 import { RELAY_OPTIONS } from "../../options/known-options.js";
 import { MAX_TIMER_MS } from "../../options/limits.js";
@@ -20,6 +20,8 @@ import { keyHash } from "../../telemetry/telemetry.js";
 import { LoopErrors } from "../entry-errors.js";
 import { CrashSignal } from "../execution/control-flow.js";
 import type { FaultHook } from "../execution/hooks.js";
+import type { ListenCheckOptions } from "./listen-options.js";
+import { listenChecks } from "./listen-options.js";
 import type { NotificationSource } from "./notifications.js";
 import { PollingLoop } from "./polling-loop.js";
 
@@ -48,7 +50,7 @@ export interface DeliveryContext {
 export type DeliveryHandler = (message: OutboxMessage, ctx: DeliveryContext) => Promise<void> | void;
 
 /** Options of `engine.startRelay`. */
-export interface RelayOptions {
+export interface RelayOptions extends ListenCheckOptions {
   /** A handler per topic; messages of other topics are left for other relays. */
   handlers: Readonly<Record<string, DeliveryHandler>>;
   /** Messages delivered at once (Default: 4). */
@@ -64,11 +66,16 @@ export interface RelayOptions {
   /** Polling interval in ms when nothing wakes the relay (Default: 5 000). */
   pollIntervalMs?: number;
   /**
-   * Wake on NOTIFY instead of waiting for the next poll (Default: poll only).
-   * The relay never reconnects this client: when its connection fails or
-   * ends, `onError` hears of it once and polling every `pollIntervalMs`
-   * delivers from then on (start a new relay with a new client to get
-   * wake-ups back).
+   * Wake on NOTIFY instead of waiting for the next poll (Default: poll
+   * only). Give a `pg.Pool` of its own (`max: 1`) to get wake-ups back
+   * after a lost connection: the relay checks out one client for LISTEN,
+   * checks it every `listenCheckMs`, and when it fails, ends or stops
+   * answering within `answerTimeoutMs`, tells `onError` once (a
+   * `ListenConnectionLostError`), releases it destroyed, polls, and checks
+   * out a new one on a later check; the recovery is logged. A dedicated,
+   * connected `pg.Client` is checked the same way but cannot reconnect:
+   * once it is lost, polling every `pollIntervalMs` delivers from then on.
+   * A PGlite instance also fits.
    */
   listen?: NotificationSource;
   /**
@@ -81,7 +88,14 @@ export interface RelayOptions {
 
 /** A running relay. */
 export interface Relay {
-  /** Stop claiming, wait for deliveries in progress, and stop listening. */
+  /**
+   * Stop claiming, wait for deliveries in progress (each at most `leaseMs`),
+   * and stop listening. Returns within about `answerTimeoutMs` plus
+   * `leaseMs` whatever the connections do: a poll in progress that gets no
+   * answer in `answerTimeoutMs` is abandoned (messages it claims are not
+   * delivered by this relay; their claim runs out and another relay takes
+   * them), and so is an UNLISTEN.
+   */
   stop(): Promise<void>;
 }
 
@@ -116,13 +130,17 @@ export function startRelay(
     concurrency,
     pollMs: pollIntervalMs,
     listen: options.listen,
+    ...listenChecks(at, options),
+    at,
     channel: OUTBOX_CHANNEL,
     listener: "outbox relay",
-    onError,
-    onListenError: (error) => {
-      telemetry.log("warn", { error: (error as Error).message }, "idempo: outbox relay lost its LISTEN connection");
+    onError: (error) => {
+      if (error instanceof ListenConnectionLostError) {
+        telemetry.log("warn", { error: error.message }, "idempo: outbox relay lost its LISTEN connection");
+      }
       onError(error);
     },
+    onListenBack: () => telemetry.log("info", {}, "idempo: outbox relay LISTEN re-established; NOTIFY wakes it again"),
   });
 
   async function deliver(m: ClaimedMessage): Promise<void> {
@@ -191,7 +209,7 @@ export function startRelay(
   // (its message is claimable again once the claim expires).
   const occupy = (m: ClaimedMessage) => {
     let expiry: NodeJS.Timeout | undefined;
-    loop.occupy(
+    loop.occupy(() =>
       Promise.race([
         deliver(m),
         new Promise<void>((resolve) => {

@@ -3,7 +3,7 @@
  * signalled or timed-out waits) and a maintenance loop (resumeStale, sweep)
  * over the given workflows, stopped together.
  */
-import { InvalidOptionError } from "../../errors.js";
+import { InvalidOptionError, ListenConnectionLostError } from "../../errors.js";
 import { WORKER_OPTIONS } from "../../options/known-options.js";
 import { MAX_TIMER_MS } from "../../options/limits.js";
 import { intOption } from "../../options/option-checks.js";
@@ -16,6 +16,8 @@ import { LoopErrors } from "../entry-errors.js";
 import { startDueLoop } from "./due-loop.js";
 import { executeDue } from "./execute-due.js";
 import { startLoop } from "./interval-loop.js";
+import type { ListenCheckOptions } from "./listen-options.js";
+import { listenChecks } from "./listen-options.js";
 import type { NotificationSource } from "./notifications.js";
 import type { ResumeStaleOptions } from "./resume-stale.js";
 import { resumeStale } from "./resume-stale.js";
@@ -23,12 +25,20 @@ import { sweep } from "./sweep.js";
 
 /** A running background worker. */
 export interface Worker {
-  /** Stop scheduling ticks and wait for the one in progress (runs it owns finish). */
+  /**
+   * Stop scheduling rounds; wait for the due runs it executes (each at most
+   * its attempt bound, `attemptTimeoutMs`) and stop listening. A poll or
+   * maintenance round in progress is waited for at most `answerTimeoutMs`,
+   * so `stop()` returns whatever the connections do: an abandoned poll
+   * starts nothing when it returns, and runs an abandoned maintenance round
+   * resumed go on in the background (if the process exits first, their
+   * lease runs out and another worker resumes them from their recovery point).
+   */
   stop(): Promise<void>;
 }
 
 /** Options of `startWorker`. */
-export interface WorkerOptions extends ResumeStaleOptions {
+export interface WorkerOptions extends ResumeStaleOptions, ListenCheckOptions {
   /**
    * Pause between maintenance rounds (resumeStale, sweep) in ms, and the
    * longest a worker goes without looking for due runs when nothing wakes
@@ -45,8 +55,14 @@ export interface WorkerOptions extends ResumeStaleOptions {
   workflowConcurrency?: Readonly<Record<string, number>>;
   /**
    * A connection to LISTEN on, so the worker wakes the moment a run is
-   * enqueued or signalled: a dedicated, connected `pg.Client`, or a PGlite
-   * instance, one per worker (Default: poll only; polling is the guarantee).
+   * enqueued or signalled (Default: poll only; polling is the guarantee).
+   * Best a `pg.Pool` of its own (`max: 1`): the worker checks out one
+   * client, checks it every `listenCheckMs`, and when it fails, ends or
+   * stops answering within `answerTimeoutMs`, tells `onError` once (a
+   * `ListenConnectionLostError`), releases it destroyed and checks out a
+   * new one on a later check (the recovery is logged). A dedicated,
+   * connected `pg.Client` is checked the same way but cannot reconnect
+   * (polling only once it is lost). Or a PGlite instance. One per worker.
    */
   listen?: NotificationSource;
   /** Also sweep expired records each round (Default: true). */
@@ -81,6 +97,7 @@ export function startWorker(ctx: EngineContext, opts: WorkerOptions): Worker {
   }
   const errors = new LoopErrors(ctx.tables.schema, at, opts.onError ?? (() => {}));
   const onError = (error: unknown) => errors.report(error);
+  const checks = listenChecks(at, opts);
   const maintenance = startLoop(
     intervalMs,
     async () => {
@@ -92,7 +109,7 @@ export function startWorker(ctx: EngineContext, opts: WorkerOptions): Worker {
     onError,
   );
   const due = startDueLoop(
-    { workflows: [...byName.keys()], concurrency, limits, pollMs: intervalMs, listen: opts.listen },
+    { workflows: [...byName.keys()], concurrency, limits, pollMs: intervalMs, listen: opts.listen, ...checks },
     {
       select: async (workflows, max) => {
         const runs = await selectDueRuns(ctx.db, ctx.tables, workflows, max);
@@ -103,12 +120,18 @@ export function startWorker(ctx: EngineContext, opts: WorkerOptions): Worker {
       execute: async (r) => {
         await executeDue(ctx, byName.get(r.workflow) as readonly Definition[], r.tenantId, r.key);
       },
-      onError,
+      onError: (error) => {
+        if (error instanceof ListenConnectionLostError) {
+          ctx.telemetry.log("warn", { error: error.message }, "idempo: worker lost its LISTEN connection");
+        }
+        onError(error);
+      },
+      onListenBack: () => ctx.telemetry.log("info", {}, "idempo: worker LISTEN re-established; NOTIFY wakes it again"),
     },
   );
   return {
     async stop() {
-      await Promise.all([maintenance.stop(), due.stop()]);
+      await Promise.all([maintenance.stop(checks.answerTimeoutMs), due.stop()]);
     },
   };
 }

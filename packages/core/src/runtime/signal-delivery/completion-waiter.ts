@@ -4,8 +4,9 @@
  * NOTIFY of the run waited for when the engine has a listening connection.
  */
 import { completionTag, DONE_CHANNEL } from "../../store/notify-channels.js";
+import type { ListenCheckOptions } from "../background/listen-options.js";
+import { ListenSession } from "../background/listen-session.js";
 import type { NotificationSource } from "../background/notifications.js";
-import { subscribe } from "../background/notifications.js";
 
 /** One caller's watch on one run: pause until woken or the time passed. */
 export interface Watch {
@@ -24,21 +25,43 @@ export const FIRST_PAUSE_MS = 25;
 /** Longest pause between polls in ms: without NOTIFY, a completion is seen within about this. */
 export const MAX_PAUSE_MS = 1_000;
 
+/**
+ * The waiters' subscription lives as long as the engine (it has no stop): a
+ * lost connection is reported through `onError` once, and with a pool
+ * LISTEN comes back on a new connection, told through `onBack`.
+ */
 export function completionWaiter(
   source: NotificationSource | undefined,
+  checks: Required<ListenCheckOptions>,
   onError: (e: unknown) => void,
+  onBack: () => void,
 ): CompletionWaiter {
   const watching = new Map<string, Set<() => void>>();
+  const wakeAll = () => {
+    for (const set of watching.values()) for (const wake of set) wake();
+  };
   if (source) {
-    subscribe(
-      source,
-      DONE_CHANNEL,
-      (tag) => {
-        for (const wake of watching.get(tag) ?? []) wake();
+    const session = new ListenSession(
+      {
+        source,
+        channel: DONE_CHANNEL,
+        listener: "engine.wait",
+        checkMs: checks.listenCheckMs,
+        answerTimeoutMs: checks.answerTimeoutMs,
+        onNotify: (tag) => {
+          for (const wake of watching.get(tag) ?? []) wake();
+        },
+        onLost: onError,
+        // Completions announced while it was down are lost: every waiter looks again now.
+        onBack: () => {
+          onBack();
+          wakeAll();
+        },
+        onError,
       },
-      onError,
-      "engine.wait",
-    ).catch(onError);
+      "createEngine",
+    );
+    void session.start();
   }
   return {
     watch(tenantId, key) {

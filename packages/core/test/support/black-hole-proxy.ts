@@ -1,0 +1,74 @@
+/**
+ * A TCP proxy on loopback between a client and the test's PostgreSQL that
+ * can turn into a network black hole: `blackHole()` stops forwarding in both
+ * directions while every socket stays open (no reset, no FIN, no error, as
+ * when a NAT or firewall silently drops a connection), and `resume()` lets
+ * the bytes held back through. New connections are accepted in either mode;
+ * in a black hole their bytes are held back too.
+ */
+import net from "node:net";
+
+export interface BlackHoleProxy {
+  /** A connection string to the same database through the proxy. */
+  readonly url: string;
+  /** Stop forwarding, both ways, on every connection (open or later). */
+  blackHole(): void;
+  /** Chunks sent by clients and held back since the black hole began (each is a query or part of one). */
+  readonly heldFromClients: number;
+  /** Forward again, the bytes held back first. */
+  resume(): void;
+  /** Destroy every socket and stop listening. */
+  close(): Promise<void>;
+}
+
+/** Start a proxy to the host and port of `targetUrl` (a postgres:// URL). */
+export async function startBlackHoleProxy(targetUrl: string): Promise<BlackHoleProxy> {
+  const target = new URL(targetUrl);
+  const sockets = new Set<net.Socket>();
+  const held: Array<{ to: net.Socket; chunk: Buffer; fromClient: boolean }> = [];
+  const upstreams = new WeakSet<net.Socket>();
+  let dark = false;
+
+  const pipe = (from: net.Socket, to: net.Socket) => {
+    from.on("data", (chunk: Buffer) => {
+      if (dark) held.push({ to, chunk, fromClient: upstreams.has(to) });
+      else to.write(chunk);
+    });
+    from.on("close", () => to.destroy());
+    from.on("error", () => to.destroy());
+  };
+
+  const server = net.createServer((client) => {
+    const upstream = net.connect(Number(target.port || 5432), target.hostname);
+    sockets.add(client);
+    sockets.add(upstream);
+    upstreams.add(upstream);
+    client.on("close", () => sockets.delete(client));
+    upstream.on("close", () => sockets.delete(upstream));
+    pipe(client, upstream);
+    pipe(upstream, client);
+  });
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  const { port } = server.address() as net.AddressInfo;
+  const url = new URL(targetUrl);
+  url.hostname = "127.0.0.1";
+  url.port = String(port);
+
+  return {
+    url: url.toString(),
+    get heldFromClients() {
+      return held.filter((h) => h.fromClient).length;
+    },
+    blackHole() {
+      dark = true;
+    },
+    resume() {
+      dark = false;
+      for (const { to, chunk } of held.splice(0)) if (!to.destroyed) to.write(chunk);
+    },
+    async close() {
+      for (const s of sockets) s.destroy();
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+    },
+  };
+}

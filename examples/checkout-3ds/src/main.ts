@@ -19,7 +19,7 @@ import type { AddressInfo } from "node:net";
 import { setTimeout as sleep } from "node:timers/promises";
 import type { ServerType } from "@hono/node-server";
 import { serve } from "@hono/node-server";
-import type { Engine, RunRecord, Worker } from "@idempo/core";
+import type { Engine, RunRecord, TombstoneRecord, Worker } from "@idempo/core";
 import { createEngine } from "@idempo/core";
 import { sql } from "kysely";
 import { shopApp, statusPath } from "./app.js";
@@ -58,9 +58,9 @@ function say(text: string): void {
   console.log(`   ${text}`);
 }
 
-function showRecord(rec: RunRecord | null): void {
-  if (!rec) {
-    say("engine.inspect: no record");
+function showRecord(rec: RunRecord | TombstoneRecord | null): void {
+  if (!rec || rec.status === "expired") {
+    say(`engine.inspect: ${rec ? "expired (tombstone)" : "no record"}`);
     return;
   }
   const waiting = rec.waitingFor

@@ -1,5 +1,5 @@
 /** Printing the story: headings, indented lines, responses and `engine.inspect` records. */
-import type { RunRecord, RunResult } from "@idempo/core";
+import type { RunRecord, RunResult, TombstoneRecord } from "@idempo/core";
 
 /** Print the heading of one numbered part of the story. */
 export function heading(n: number, text: string): void {
@@ -17,9 +17,9 @@ export function showResult(res: RunResult<unknown>): void {
 }
 
 /** Print what `engine.inspect` reports: status, recovery point, attempt, lease and the history timeline. */
-export function showRecord(rec: RunRecord | null): void {
-  if (!rec) {
-    say("engine.inspect: no record");
+export function showRecord(rec: RunRecord | TombstoneRecord | null): void {
+  if (!rec || rec.status === "expired") {
+    say(`engine.inspect: ${rec ? "expired (tombstone)" : "no record"}`);
     return;
   }
   const lease = rec.leaseRemainingMs === null ? "" : `, lease ${Math.max(0, rec.leaseRemainingMs)} ms left`;

@@ -138,16 +138,23 @@ describe("set-up mistakes get a clear error", () => {
   it("runOnce on a schema migrated before the statement functions names the missing migration", async () => {
     const engine = createEngine({ db: t.db, schema: "migrated_before_0008" });
     await engine.migrate();
-    // What a schema last migrated by a release without migration 0008 (and so 0009) lacks.
-    await sql`DROP FUNCTION migrated_before_0008.claim_new_key`.execute(t.db);
-    await sql`DELETE FROM migrated_before_0008.schema_migrations WHERE version IN (8, 9)`.execute(t.db);
+    // What a schema last migrated by a release without the statement functions lacks: every
+    // form of the claim function (0009's and 0010's).
+    for (const row of (
+      await sql<{
+        sig: string;
+      }>`SELECT p.oid::regprocedure::text AS sig FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
+        WHERE n.nspname = 'migrated_before_0008' AND p.proname = 'claim_new_key'`.execute(t.db)
+    ).rows) {
+      await sql.raw(`DROP FUNCTION ${row.sig}`).execute(t.db);
+    }
     const wf = workflow("before_functions").respond(() => ({ status: 200, body: {} }));
     await expect(engine.runOnce(wf, { tenantId: "um", key: "k1", input: {} })).rejects.toMatchObject({
       code: "workflow_usage",
       message: expect.stringContaining("engine.migrate()"),
     });
-    expect(await engine.migrate()).toEqual(["0008_statement_functions", "0009_claim_reads_first"]);
-    expect(await engine.runOnce(wf, { tenantId: "um", key: "k1", input: {} })).toMatchObject({ status: 200 });
+    // Nothing was claimed by the refused call.
+    expect(await engine.inspect("um", "k1")).toBeNull();
   });
 });
 

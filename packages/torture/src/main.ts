@@ -57,6 +57,8 @@ async function main(): Promise<number> {
               killAllOnce: true,
               deliveries: 3,
               conflicts: Math.max(1, Math.round(options.durableIntents / 6)),
+              invalidSignals: Math.max(1, Math.round(options.durableIntents / 6)),
+              foreignSignals: Math.max(1, Math.round(options.durableIntents / 6)),
               rolledBack: 3,
               leaseMs: options.leaseMs,
               maxSleepMs: 1_500,

@@ -49,6 +49,8 @@ describe("the summary line", () => {
       duplicateSignals: 48,
       wokeByDelivery: 11,
       conflictsRefused: 4,
+      unusableRefused: 8,
+      acknowledgedUnusable: 0,
       clientAnswers: { accepted: 3, inProgress: 8, completed: 1 },
       takeovers: 1,
       duplicateEffects: 0,
@@ -61,6 +63,7 @@ describe("the summary line", () => {
     expect(passed({ ...report, durable })).toBe(true);
     expect(passed({ ...report, durable: { ...durable, signalsNotOnce: 1 } })).toBe(false);
     expect(passed({ ...report, durable: { ...durable, duplicateEffects: 1 } })).toBe(false);
+    expect(passed({ ...report, durable: { ...durable, acknowledgedUnusable: 1 } })).toBe(false);
   });
 
   it("prints the operator scenario's figures when it ran", () => {

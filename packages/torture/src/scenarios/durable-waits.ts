@@ -16,14 +16,20 @@
  */
 import type { ChildProcess } from "node:child_process";
 import type { Engine } from "@idempo/core";
-import { createEngine, IdempotencyKeyInProgressError, IdempotencyKeyMismatchError } from "@idempo/core";
+import {
+  createEngine,
+  IdempotencyKeyInProgressError,
+  IdempotencyKeyMismatchError,
+  InputValidationError,
+  RunStateError,
+} from "@idempo/core";
 import { sql } from "kysely";
 import type pg from "pg";
 import { createDatabase, dropDatabase, uniqueName } from "../../../testkit/src/index.ts";
 import type { Db } from "../database.ts";
 import { installSchema, kyselyOn, openPool } from "../database.ts";
 import { Random } from "../random.ts";
-import { confirmationWorkflow } from "../workflows/confirmation.ts";
+import { confirmationV2Workflow, confirmationWorkflow } from "../workflows/confirmation.ts";
 import { logEffect } from "../workflows/effects.ts";
 import { exited, spawnWorker } from "./durable-workers.ts";
 
@@ -46,6 +52,14 @@ export interface DurableOptions {
   readonly deliveries: number;
   /** Intents that also get a confirmation with another payload: it must be refused. */
   readonly conflicts: number;
+  /** Intents that also get a confirmation whose payload fails the wait's schema: it must be refused. */
+  readonly invalidSignals: number;
+  /**
+   * Intents that also get their confirmation from a process that knows only
+   * another version of the workflow: refused with nothing stored (or, after
+   * the real one is in, answered as a repeat of it).
+   */
+  readonly foreignSignals: number;
   /** Enqueues in transactions that roll back: those runs must never exist. */
   readonly rolledBack: number;
   /** Lease of every run, in ms; short, so a killed worker's run is taken over soon. */
@@ -69,6 +83,14 @@ export interface DurableReport {
   readonly wokeByDelivery: number;
   /** Conflicting payloads refused with IdempotencyKeyMismatchError (must equal `conflicts`). */
   readonly conflictsRefused: number;
+  /** Invalid-payload and other-version signals refused (the other-version repeats of a delivered confirmation count as duplicates instead). */
+  readonly unusableRefused: number;
+  /**
+   * Signals whose call resolved as a new delivery but that the run never
+   * used: an invalid or other-version signal acknowledged, or an accepted
+   * confirmation whose payload is not what the run merged. Must be 0.
+   */
+  readonly acknowledgedUnusable: number;
   /** Client `runOnce` retries during the chaos, by answer. */
   readonly clientAnswers: { readonly accepted: number; readonly inProgress: number; readonly completed: number };
   /** Attempts after the first over all runs: takeovers of a killed worker's run. */
@@ -88,7 +110,13 @@ export interface DurableReport {
 
 /** True when nothing was duplicated, lost, or delivered other than exactly once. */
 export function durablePassed(r: DurableReport): boolean {
-  return r.duplicateEffects === 0 && r.lostIntents === 0 && r.signalsNotOnce === 0 && r.otherViolations === 0;
+  return (
+    r.duplicateEffects === 0 &&
+    r.lostIntents === 0 &&
+    r.signalsNotOnce === 0 &&
+    r.acknowledgedUnusable === 0 &&
+    r.otherViolations === 0
+  );
 }
 
 /** The one line the scenario prints. */
@@ -96,7 +124,8 @@ export function durableSummaryLine(r: DurableReport): string {
   return (
     `durable: intents ${r.intents}, worker kills ${r.kills}, takeovers ${r.takeovers}, signals sent ${r.signalsSent} ` +
     `(duplicates ${r.duplicateSignals}, conflicts refused ${r.conflictsRefused}, woke ${r.wokeByDelivery}), ` +
-    `duplicate effects ${r.duplicateEffects}, lost intents ${r.lostIntents}, signals not delivered once ${r.signalsNotOnce} ` +
+    `unusable refused ${r.unusableRefused}, duplicate effects ${r.duplicateEffects}, lost intents ${r.lostIntents}, ` +
+    `signals not delivered once ${r.signalsNotOnce}, acknowledged-but-unusable ${r.acknowledgedUnusable} ` +
     `(other violations ${r.otherViolations}, ${r.seconds} s)`
   );
 }
@@ -132,6 +161,8 @@ export async function runDurable(options: DurableOptions): Promise<DurableReport
   const signalEngines: Engine[] = signalPools.map((p) =>
     createEngine({ db: kyselyOn(p), workflows: [confirmationWorkflow] }),
   );
+  // A process that knows only another version of the workflow than the one the runs started under.
+  const foreignEngine = createEngine({ db: kyselyOn(signalPools[0] as pg.Pool), workflows: [confirmationV2Workflow] });
   const problems: string[] = [];
   let otherViolations = 0;
   const violation = (text: string) => {
@@ -216,6 +247,37 @@ export async function runDurable(options: DurableOptions): Promise<DurableReport
       Array.from({ length: options.deliveries }, () => ({ it, at: rnd.between(0, options.maxSleepMs * 2) })),
     );
     const conflicted = intents.slice(0, options.conflicts);
+    // Signals the run cannot use: each call must throw (nothing stored), or, for the other-version
+    // process, answer as a repeat of the confirmation already delivered; a resolved new delivery is
+    // acknowledged-but-unusable.
+    let unusableRefused = 0;
+    let acknowledgedUnusable = 0;
+    const sendUnusable = async (it: Intent, foreign: boolean) => {
+      await sleep(rnd.between(0, options.maxSleepMs * 2));
+      signalsSent++;
+      const via = foreign ? foreignEngine : (signalEngines[rnd.below(signalEngines.length)] as Engine);
+      const payload = foreign ? it.payload : { intent: it.payload.intent, nonce: 7 };
+      try {
+        const res = await via.signal(it.tenantId, it.key, "confirmed", payload);
+        if (foreign && res.duplicate) duplicateSignals++;
+        else {
+          acknowledgedUnusable++;
+          problems.push(
+            `${it.tenantId}/${it.key}: an ${foreign ? "other-version" : "invalid"} signal was acknowledged`,
+          );
+        }
+      } catch (error) {
+        const refused =
+          error instanceof RunStateError ||
+          (!foreign && (error instanceof InputValidationError || error instanceof IdempotencyKeyMismatchError));
+        if (refused) unusableRefused++;
+        else violation(`${it.tenantId}/${it.key}: an unusable signal raised ${String(error)}`);
+      }
+    };
+    const unusableDone = Promise.all([
+      ...intents.slice(intents.length - options.invalidSignals).map((it) => sendUnusable(it, false)),
+      ...intents.slice(0, options.foreignSignals).map((it) => sendUnusable(it, true)),
+    ]);
     const deliveriesDone = Promise.all(
       deliveries.map(async ({ it, at }) => {
         await sleep(at);
@@ -265,7 +327,7 @@ export async function runDurable(options: DurableOptions): Promise<DurableReport
         await startWorker();
       }
     })();
-    await Promise.all([deliveriesDone, clientsDone, killsDone]);
+    await Promise.all([deliveriesDone, unusableDone, clientsDone, killsDone]);
 
     // Every run finishes on the workers that are left (bounded by count; the timeout only catches a hang).
     const deadline = Date.now() + FINISH_TIMEOUT_MS;
@@ -337,6 +399,10 @@ export async function runDurable(options: DurableOptions): Promise<DurableReport
         JSON.stringify(state.confirmed) === JSON.stringify(it.payload) &&
         body?.nonce === it.payload.nonce &&
         capture?.nonce === it.payload.nonce;
+      if (accepted.get(it.key) === 1 && JSON.stringify(state.confirmed) !== JSON.stringify(it.payload)) {
+        acknowledgedUnusable++;
+        problems.push(`${where}: an accepted confirmation is not what the run merged`);
+      }
       if (!once) {
         signalsNotOnce++;
         problems.push(
@@ -357,6 +423,8 @@ export async function runDurable(options: DurableOptions): Promise<DurableReport
       duplicateSignals,
       wokeByDelivery: woke,
       conflictsRefused,
+      unusableRefused,
+      acknowledgedUnusable,
       clientAnswers: answers,
       takeovers,
       duplicateEffects,

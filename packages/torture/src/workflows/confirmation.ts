@@ -43,3 +43,14 @@ export const confirmationWorkflow = workflow(CONFIRMATION, { maxAttempts: 50 })
   })
   .accepted(({ input }) => ({ pending: input.intent }))
   .respond(({ state }) => ({ status: 201, body: { nonce: state.confirmed.nonce, captured: state.captured } }));
+
+/**
+ * The same workflow as a version 2 that does not replace version 1: a
+ * process that knows only it must refuse (and not store) a signal for a
+ * version-1 run, since it cannot check the payload against that run's schema.
+ */
+export const confirmationV2Workflow = workflow(CONFIRMATION, { maxAttempts: 50 })
+  .version(2)
+  .input(z.object({ intent: z.string(), sleepMs: z.number().int().min(0).max(60_000) }))
+  .waitFor("confirmed", { schema: z.object({ intent: z.string(), nonce: z.string(), v2: z.literal(true).optional() }) })
+  .respond(({ state }) => ({ status: 201, body: { nonce: state.confirmed.nonce } }));

@@ -16,6 +16,7 @@ describe("public exports", () => {
       "InvalidIdempotencyKeyError",
       "InvalidOptionError",
       "LeaseLostError",
+      "ListenConnectionLostError",
       "MAX_KEY_BYTES",
       "PayloadTooLargeError",
       "PhaseConflictError",

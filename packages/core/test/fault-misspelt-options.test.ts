@@ -49,7 +49,7 @@ describe("createEngine", () => {
       caught(() => createEngine({ db: t.db, leaseMS: 1000 } as never)),
       "leaseMS",
       /^createEngine: unknown option 'leaseMS' \(did you mean 'leaseMs'\?\); the known options are /,
-      /attemptTimeoutMs, db, heartbeatMs, leaseMs, listen, logger, maxPayloadBytes, preparedStatements, retentionMs, schema, workflows$/,
+      /answerTimeoutMs, attemptTimeoutMs, db, heartbeatMs, leaseMs, listen, listenCheckMs, logger, maxPayloadBytes, preparedStatements, retentionMs, schema, workflows$/,
     );
   });
 
@@ -199,7 +199,7 @@ describe("calls", () => {
     refused(
       caught(() => engine.startWorker({ workflows: [wf], intervalMS: 10 } as never)),
       "intervalMS",
-      /startWorker: unknown option 'intervalMS' \(did you mean 'intervalMs'\?\); the known options are concurrency, intervalMs, limit, listen, onError, sweep, workflowConcurrency, workflows$/,
+      /startWorker: unknown option 'intervalMS' \(did you mean 'intervalMs'\?\); the known options are answerTimeoutMs, concurrency, intervalMs, limit, listen, listenCheckMs, onError, sweep, workflowConcurrency, workflows$/,
     );
     refused(
       caught(() => engine.startWorker({ workflows: [wf], sweep: "no" as never })),

@@ -24,7 +24,9 @@ describe("a schedule in Europe/Berlin across both daylight-saving changes", () =
       graceMs: 10 * 24 * 3600_000,
       catchUp: "all",
     });
-    expect(iso(fire)).toEqual(iso(new Cron("30 2 * * *", { timezone: "Europe/Berlin" }).nextRuns(5, at("2026-03-27T00:00:00Z"))));
+    expect(iso(fire)).toEqual(
+      iso(new Cron("30 2 * * *", { timezone: "Europe/Berlin" }).nextRuns(5, at("2026-03-27T00:00:00Z"))),
+    );
     expect(iso(fire)).toEqual([
       "2026-03-27T01:30:00.000Z", // 02:30 CET
       "2026-03-28T01:30:00.000Z",
@@ -64,7 +66,15 @@ describe("a schedule in Europe/Berlin across both daylight-saving changes", () =
       "2026-10-25T01:00:00.000Z",
       "2026-10-25T01:30:00.000Z",
     ]);
-    expect(autumn).toEqual(iso(ticksBetween(new Cron("*/30 * * * *", { timezone: "Europe/Berlin" }), at("2026-10-25T00:00:00Z"), at("2026-10-25T01:30:00Z"))));
+    expect(autumn).toEqual(
+      iso(
+        ticksBetween(
+          new Cron("*/30 * * * *", { timezone: "Europe/Berlin" }),
+          at("2026-10-25T00:00:00Z"),
+          at("2026-10-25T01:30:00Z"),
+        ),
+      ),
+    );
   });
 });
 

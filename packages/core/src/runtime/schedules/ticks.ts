@@ -23,7 +23,10 @@ export const MAX_CAUGHT_UP = 1_000;
  */
 export function cronOf(where: string, cron: unknown, timezone: string): Cron {
   if (typeof cron !== "string" || cron.trim() === "") {
-    throw new InvalidOptionError("cron", `${where}: cron must be a cron expression such as '0 3 * * *', got ${String(cron)}`);
+    throw new InvalidOptionError(
+      "cron",
+      `${where}: cron must be a cron expression such as '0 3 * * *', got ${String(cron)}`,
+    );
   }
   let rule: Cron;
   try {
@@ -49,7 +52,10 @@ export function cronOf(where: string, cron: unknown, timezone: string): Cron {
  */
 export function canonicalZone(where: string, timezone: unknown): string {
   if (typeof timezone !== "string" || timezone === "") {
-    throw new InvalidOptionError("timezone", `${where}: timezone must be an IANA time zone name such as 'Europe/Berlin'`);
+    throw new InvalidOptionError(
+      "timezone",
+      `${where}: timezone must be an IANA time zone name such as 'Europe/Berlin'`,
+    );
   }
   try {
     return new Intl.DateTimeFormat("en", { timeZone: timezone }).resolvedOptions().timeZone;

@@ -7,7 +7,7 @@
 import { sql } from "kysely";
 import { afterEach, describe, expect, it, onTestFinished } from "vitest";
 import { z } from "zod";
-import type { Engine, ScheduleRecord } from "../src/index.ts";
+import type { Engine, ScheduleRecord, WorkerOptions } from "../src/index.ts";
 import {
   createEngine,
   type IdempoError,
@@ -44,7 +44,7 @@ async function reset(): Promise<void> {
 }
 afterEach(reset);
 
-function startWorker(engine: Engine, workflows = [tick]) {
+function startWorker(engine: Engine, workflows: WorkerOptions["workflows"] = [tick]) {
   const w = engine.startWorker({ workflows, sweep: false, intervalMs: 200 });
   onTestFinished(() => w.stop());
   return w;

@@ -23,7 +23,7 @@ import { recordOf } from "./schedule-record.js";
 import { cronOf } from "./ticks.js";
 
 /** What this process gave `schedule` for one name. */
-export interface Registration {
+interface Registration {
   readonly workflow: Workflow<unknown, unknown>;
   readonly input: ((tick: ScheduleTick) => unknown) | undefined;
 }

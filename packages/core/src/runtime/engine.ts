@@ -33,7 +33,7 @@ import { inspect, listKeys } from "./operator/inspection.js";
 import type { OperatorVerbs } from "./operator/operator-verbs.js";
 import { operatorVerbs } from "./operator/operator-verbs.js";
 import type { KeyPage, ListKeysOptions, RunRecord, TombstoneRecord } from "./operator/records.js";
-import { withScheduleFiring } from "./schedules/schedule-loop.js";
+import { scheduleFiring } from "./schedules/schedule-loop.js";
 import type { ScheduleOptions } from "./schedules/schedule-options.js";
 import type { ScheduleRecord } from "./schedules/schedule-record.js";
 import type { ScheduleRegistry } from "./schedules/schedule-service.js";
@@ -350,7 +350,7 @@ export function createEngine<DB>(options: EngineOptions<DB>): Engine {
     ...withEntryErrors(tables.schema, entryPoints),
     runOnce: (wf, request) => runOnce(ctx, wf, request),
     startRelay: (opts) => startRelay(db, tables, () => faultHookOf(engine), ctx.telemetry, opts),
-    startWorker: (opts) => withScheduleFiring(ctx, schedules, opts, startWorker(ctx, opts)),
+    startWorker: (opts) => startWorker(ctx, opts, scheduleFiring(ctx, schedules, opts)),
     migrate: () => applyMigrations(db, tables),
   };
   attachDueResumer(engine, (opts) =>

@@ -105,38 +105,50 @@ export async function setPaused(
 }
 
 /**
- * Which due schedules a worker may fire: those registered in its process
- * (`names`), and those without an input function whose workflow it runs.
- * Read without locks from the partial index on `next_tick_at`; each is then
- * locked on its own by {@link lockDueSchedule}.
+ * The schedules one worker may fire: those registered in its process
+ * (by name and workflow; one whose row says the input comes from a
+ * function only when the process has that function), and those without an
+ * input function whose workflow it runs.
+ */
+export interface FiringFilter {
+  readonly registered: readonly { name: string; workflow: string; hasInput: boolean }[];
+  readonly workflows: readonly string[];
+}
+
+function fireable(f: FiringFilter) {
+  const names = f.registered.map((r) => r.name);
+  const workflows = f.registered.map((r) => r.workflow);
+  const inputs = f.registered.map((r) => r.hasInput);
+  return sql`(
+    EXISTS (SELECT 1 FROM unnest(${names}::text[], ${workflows}::text[], ${inputs}::boolean[]) AS r (name, workflow, has_input)
+            WHERE r.name = s.name AND r.workflow = s.workflow AND (r.has_input OR NOT s.has_input))
+    OR (NOT s.has_input AND s.workflow = ANY(${f.workflows}::text[])))`;
+}
+
+/**
+ * The due schedules a worker may fire, earliest tick first. Read without
+ * locks from the partial index on `next_tick_at`; each is then locked on
+ * its own by {@link lockDueSchedule}.
  */
 export async function selectDueSchedules(
   db: Executor,
   t: Tables,
-  names: readonly string[],
-  workflows: readonly string[],
+  filter: FiringFilter,
   limit: number,
 ): Promise<string[]> {
   const { rows } = await sql<{ name: string }>`
-    SELECT name FROM ${t.schedules}
-    WHERE NOT paused AND next_tick_at <= now()
-      AND (name = ANY(${names}::text[]) OR (NOT has_input AND workflow = ANY(${workflows}::text[])))
+    SELECT name FROM ${t.schedules} AS s
+    WHERE NOT paused AND next_tick_at <= now() AND ${fireable(filter)}
     ORDER BY next_tick_at
     LIMIT ${limit}`.execute(db);
   return rows.map((r) => r.name);
 }
 
 /** Ms from now (DB clock) to the earliest next tick among the schedules a worker may fire; null when none. */
-export async function msUntilNextTick(
-  db: Executor,
-  t: Tables,
-  names: readonly string[],
-  workflows: readonly string[],
-): Promise<number | null> {
+export async function msUntilNextTick(db: Executor, t: Tables, filter: FiringFilter): Promise<number | null> {
   const { rows } = await sql<{ ms: number | null }>`
-    SELECT (extract(epoch FROM min(next_tick_at) - now()) * 1000)::float8 AS ms FROM ${t.schedules}
-    WHERE NOT paused AND next_tick_at IS NOT NULL
-      AND (name = ANY(${names}::text[]) OR (NOT has_input AND workflow = ANY(${workflows}::text[])))`.execute(db);
+    SELECT (extract(epoch FROM min(next_tick_at) - now()) * 1000)::float8 AS ms FROM ${t.schedules} AS s
+    WHERE NOT paused AND next_tick_at IS NOT NULL AND ${fireable(filter)}`.execute(db);
   return rows[0]?.ms ?? null;
 }
 

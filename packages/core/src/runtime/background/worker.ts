@@ -85,8 +85,16 @@ export interface WorkerOptions extends ResumeStaleOptions, ListenCheckOptions {
 /** Pause between maintenance rounds when `intervalMs` is not given, in ms. */
 export const DEFAULT_WORKER_INTERVAL_MS = 5_000;
 
+/**
+ * A loop run beside the worker's own (the schedule firing loop), started
+ * once the options are checked: it reports through the worker's errors (so
+ * a schema that was never migrated is still reported once per outage) and
+ * is stopped with it.
+ */
+export type BesideLoop = (errors: LoopErrors) => { stop(): Promise<void> };
+
 /** Start a worker; see `Engine.startWorker`. */
-export function startWorker(ctx: EngineContext, opts: WorkerOptions): Worker {
+export function startWorker(ctx: EngineContext, opts: WorkerOptions, beside?: BesideLoop): Worker {
   const at = "startWorker";
   checkOptions(at, WORKER_OPTIONS, opts);
   const intervalMs = intOption(at, "intervalMs", opts?.intervalMs, 1, MAX_TIMER_MS, DEFAULT_WORKER_INTERVAL_MS);
@@ -139,9 +147,10 @@ export function startWorker(ctx: EngineContext, opts: WorkerOptions): Worker {
       onListenBack: () => ctx.telemetry.log("info", {}, "idempo: worker LISTEN re-established; NOTIFY wakes it again"),
     },
   );
+  const besides = beside?.(errors);
   return {
     async stop() {
-      await Promise.all([maintenance.stop(checks.answerTimeoutMs), due.stop()]);
+      await Promise.all([maintenance.stop(checks.answerTimeoutMs), due.stop(), besides?.stop()]);
     },
   };
 }

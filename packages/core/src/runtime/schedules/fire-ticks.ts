@@ -7,7 +7,7 @@
  */
 import { IdempoError, IdempotencyKeyExpiredError } from "../../errors.js";
 import type { Executor } from "../../store/run-store.js";
-import type { ScheduleRow } from "../../store/schedules.js";
+import type { FiringFilter, ScheduleRow } from "../../store/schedules.js";
 import { lockDueSchedule, recordFiring, selectDueSchedules } from "../../store/schedules.js";
 import type { Workflow } from "../../workflow/definition.js";
 import { enqueue } from "../admission/enqueue.js";
@@ -25,6 +25,18 @@ const SCHEDULES_PER_ROUND = 50;
 export interface FiringScope {
   readonly registry: ScheduleRegistry;
   readonly workflows: ReadonlyMap<string, Workflow<unknown, unknown>>;
+}
+
+/** What `scope` may fire, for the statements that find due schedules (the same rule as {@link resolve}). */
+export function filterOf(scope: FiringScope): FiringFilter {
+  return {
+    registered: [...scope.registry].map(([name, r]) => ({
+      name,
+      workflow: r.workflow.name,
+      hasInput: r.input !== undefined,
+    })),
+    workflows: [...scope.workflows.keys()],
+  };
 }
 
 /** The workflow and input function to fire `row` with in this process, or null when it cannot. */
@@ -47,13 +59,7 @@ export async function fireDueSchedules(
   scope: FiringScope,
   onError: (error: unknown) => void,
 ): Promise<number> {
-  const names = await selectDueSchedules(
-    ctx.db,
-    ctx.tables,
-    [...scope.registry.keys()],
-    [...scope.workflows.keys()],
-    SCHEDULES_PER_ROUND,
-  );
+  const names = await selectDueSchedules(ctx.db, ctx.tables, filterOf(scope), SCHEDULES_PER_ROUND);
   let fired = 0;
   for (const name of names) {
     try {

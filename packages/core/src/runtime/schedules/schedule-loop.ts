@@ -5,19 +5,20 @@
  * schedule created or changed elsewhere is seen within it). Off the hot
  * path of `runOnce`: nothing here runs on a request.
  */
-
 import { msUntilNextTick } from "../../store/schedules.js";
 import type { Workflow } from "../../workflow/definition.js";
 import { within } from "../background/bounded-wait.js";
 import { listenChecks } from "../background/listen-options.js";
 import { WakeUp } from "../background/wake-up.js";
-import type { Worker, WorkerOptions } from "../background/worker.js";
+import type { BesideLoop, WorkerOptions } from "../background/worker.js";
 import { DEFAULT_WORKER_INTERVAL_MS } from "../background/worker.js";
 import type { EngineContext } from "../engine-context.js";
-import { LoopErrors } from "../entry-errors.js";
 import type { FiringScope } from "./fire-ticks.js";
-import { fireDueSchedules } from "./fire-ticks.js";
+import { filterOf, fireDueSchedules } from "./fire-ticks.js";
 import type { ScheduleRegistry } from "./schedule-service.js";
+
+/** The pause when a due schedule was held by another worker: it is firing it now. */
+const HELD_PAUSE_MS = 100;
 
 /** The newest given version of each workflow: what a schedule without input function starts. */
 function newestByName(workflows: readonly Workflow<unknown, unknown>[]): Map<string, Workflow<unknown, unknown>> {
@@ -30,50 +31,53 @@ function newestByName(workflows: readonly Workflow<unknown, unknown>[]): Map<str
 }
 
 /**
- * `worker` (already started and its options checked) with the firing loop
- * beside it, unless `schedules: false`; `stop()` stops both.
+ * The firing loop for a worker with options `opts` (checked by the worker
+ * before it starts the loop), or undefined with `schedules: false`.
  */
-export function withScheduleFiring(
+export function scheduleFiring(
   ctx: EngineContext,
   registry: ScheduleRegistry,
   opts: WorkerOptions,
-  worker: Worker,
-): Worker {
-  if (opts.schedules === false) return worker;
-  const scope: FiringScope = { registry, workflows: newestByName(opts.workflows as Workflow<unknown, unknown>[]) };
-  const intervalMs = opts.intervalMs ?? DEFAULT_WORKER_INTERVAL_MS;
-  const { answerTimeoutMs } = listenChecks("startWorker", opts);
-  const errors = new LoopErrors(ctx.tables.schema, "startWorker", opts.onError ?? (() => {}));
-  const onError = (error: unknown) => errors.report(error);
-  const stopping = new AbortController();
-  const alarm = new WakeUp(stopping.signal);
+): BesideLoop | undefined {
+  if (opts?.schedules === false) return undefined;
+  return (errors) => {
+    const scope: FiringScope = { registry, workflows: newestByName(opts.workflows as Workflow<unknown, unknown>[]) };
+    const intervalMs = opts.intervalMs ?? DEFAULT_WORKER_INTERVAL_MS;
+    const { answerTimeoutMs } = listenChecks("startWorker", opts);
+    const onError = (error: unknown) => errors.report(error);
+    const stopping = new AbortController();
+    const alarm = new WakeUp(stopping.signal);
 
-  async function round(): Promise<number> {
-    await fireDueSchedules(ctx, scope, onError);
-    errors.ok();
-    const names = [...registry.keys()];
-    const ms = await msUntilNextTick(ctx.db, ctx.tables, names, [...scope.workflows.keys()]);
-    return ms === null ? intervalMs : Math.min(intervalMs, Math.max(1, Math.ceil(ms)));
-  }
-
-  const loop = (async () => {
-    while (!stopping.signal.aborted) {
-      let pauseMs = intervalMs;
-      try {
-        pauseMs = await round();
-      } catch (error) {
-        onError(error);
-      }
-      await alarm.pause(pauseMs);
+    /** Fire what is due; the pause until the next round. */
+    async function round(): Promise<number> {
+      const fired = await fireDueSchedules(ctx, scope, onError);
+      errors.ok();
+      const ms = await msUntilNextTick(ctx.db, ctx.tables, filterOf(scope));
+      if (ms === null) return intervalMs;
+      // Still due: more ticks than a round fires (look again at once), or another worker holds the row.
+      if (ms <= 0) return fired > 0 ? 1 : Math.min(intervalMs, HELD_PAUSE_MS);
+      return Math.min(intervalMs, Math.ceil(ms));
     }
-  })();
 
-  return {
-    async stop() {
-      stopping.abort();
-      alarm.wake();
-      // A round stuck on a connection that never answers must not hold stop() up; it starts no round after it.
-      await Promise.all([worker.stop(), within(answerTimeoutMs, loop).catch(() => undefined)]);
-    },
+    const loop = (async () => {
+      while (!stopping.signal.aborted) {
+        let pauseMs = intervalMs;
+        try {
+          pauseMs = await round();
+        } catch (error) {
+          onError(error);
+        }
+        await alarm.pause(pauseMs);
+      }
+    })();
+
+    return {
+      async stop() {
+        stopping.abort();
+        alarm.wake();
+        // A round stuck on a connection that never answers must not hold stop() up; it starts no round after it.
+        await within(answerTimeoutMs, loop).catch(() => undefined);
+      },
+    };
   };
 }

@@ -221,6 +221,26 @@ describe("ticks missed while no worker ran follow catchUp", () => {
     expect((await row(name)).lastTickAt?.toISOString() ?? null).toBe(expected.at(-1) ?? null);
   });
 
+  it("a change of input, workflow or catchUp applies from the next tick fired, pending ones included", async () => {
+    await reset();
+    const engine = createEngine({ db: t.db });
+    const name = "changed";
+    await engine.schedule(name, { cron: "0 0 1 1 *", workflow: tick, tenantId: T, catchUp: "none" });
+    await sql`UPDATE idempo.schedules SET next_tick_at = '2024-01-01T00:00:00Z' WHERE name = ${name}`.execute(t.db);
+    // Before any worker fired the pending ticks, the schedule changes everything but its cron.
+    await engine.schedule(name, {
+      cron: "0 0 1 1 *",
+      workflow: counted,
+      tenantId: T,
+      catchUp: "all",
+      input: (tk) => ({ n: tk.at.getUTCFullYear() }),
+    });
+    startWorker(engine, [counted]);
+    await until(async () => (await effects("counted")).length === 3, "three runs");
+    expect(await effects("counted")).toEqual(["2024", "2025", "2026"]);
+    expect((await runTicks(name)).map((k) => k.slice(0, 4))).toEqual(["2024", "2025", "2026"]);
+  });
+
   it("a tick whose input the schema refuses is skipped with lastError; the next ticks go on", async () => {
     await reset();
     const engine = createEngine({ db: t.db });

@@ -55,6 +55,8 @@ export interface ScheduleOptions<In> {
    * `'latest'`): `'none'` skips them, `'latest'` starts one run for the
    * most recent of them, `'all'` starts one for each (the 1 000 most recent
    * at most). A tick counts as missed once it is more than `graceMs` old.
+   * (After the misfire instructions of Quartz's cron triggers: do nothing,
+   * fire once now, fire every missed time.)
    */
   catchUp?: CatchUp;
   /**

@@ -179,6 +179,18 @@ describe("workers fire each tick once", () => {
     expect((await effects("every-second")).filter((k) => k <= last)).toEqual(wanted);
   });
 
+  it("a schedule made after the worker started wakes its firing loop (no wait for intervalMs)", async () => {
+    await reset();
+    const engine = createEngine({ db: t.db });
+    // Nothing to fire at start: the loop would sleep the whole interval, far beyond this test's patience.
+    const w = engine.startWorker({ workflows: [tick], sweep: false, intervalMs: 3_600_000 });
+    onTestFinished(() => w.stop());
+    await sql`SELECT pg_sleep(0.5)`.execute(t.db);
+    const s = await engine.schedule("late", { cron: "* * * * * *", workflow: tick, tenantId: T });
+    const first = (s.nextTickAt as Date).toISOString();
+    await until(async () => (await effects("late")).includes(first), "the first tick ran");
+  });
+
   it("a schedule with an input function is fired only by the engine that registered it", async () => {
     await reset();
     const owner = createEngine({ db: t.db });

@@ -36,7 +36,7 @@ import type { KeyPage, ListKeysOptions, RunRecord, TombstoneRecord } from "./ope
 import { scheduleFiring } from "./schedules/schedule-loop.js";
 import type { ScheduleOptions } from "./schedules/schedule-options.js";
 import type { ScheduleRecord } from "./schedules/schedule-record.js";
-import type { ScheduleRegistry } from "./schedules/schedule-service.js";
+import { ScheduleRegistry } from "./schedules/schedule-registry.js";
 import { scheduleVerbs } from "./schedules/schedule-service.js";
 import type { SignalOptions } from "./signal-delivery/deliver-signal.js";
 import { signalRun } from "./signal-delivery/deliver-signal.js";
@@ -331,7 +331,7 @@ export interface Engine extends AdminApi, OperatorVerbs {
 export function createEngine<DB>(options: EngineOptions<DB>): Engine {
   const ctx = createContext(options, () => engine);
   const { db, tables } = ctx;
-  const schedules: ScheduleRegistry = new Map();
+  const schedules = new ScheduleRegistry();
   const entryPoints: Omit<Engine, "runOnce" | "startRelay" | "startWorker" | "migrate"> = {
     ...adminApi(db, tables),
     ...operatorVerbs(db, tables, ctx.maxPayloadBytes),

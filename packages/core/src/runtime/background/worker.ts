@@ -88,10 +88,10 @@ export const DEFAULT_WORKER_INTERVAL_MS = 5_000;
 /**
  * A loop run beside the worker's own (the schedule firing loop), started
  * once the options are checked: it reports through the worker's errors (so
- * a schema that was never migrated is still reported once per outage) and
- * is stopped with it.
+ * a schema that was never migrated is still reported once per outage),
+ * may wake the due-run loop for runs it created, and is stopped with it.
  */
-export type BesideLoop = (errors: LoopErrors) => { stop(): Promise<void> };
+export type BesideLoop = (errors: LoopErrors, wakeDue: () => void) => { stop(): Promise<void> };
 
 /** Start a worker; see `Engine.startWorker`. */
 export function startWorker(ctx: EngineContext, opts: WorkerOptions, beside?: BesideLoop): Worker {
@@ -147,7 +147,7 @@ export function startWorker(ctx: EngineContext, opts: WorkerOptions, beside?: Be
       onListenBack: () => ctx.telemetry.log("info", {}, "idempo: worker LISTEN re-established; NOTIFY wakes it again"),
     },
   );
-  const besides = beside?.(errors);
+  const besides = beside?.(errors, () => due.wake());
   return {
     async stop() {
       await Promise.all([maintenance.stop(checks.answerTimeoutMs), due.stop(), besides?.stop()]);

@@ -14,7 +14,7 @@ import { enqueue } from "../admission/enqueue.js";
 import type { EngineContext } from "../engine-context.js";
 import type { ScheduleTick } from "./schedule-options.js";
 import { tickKey } from "./schedule-options.js";
-import type { ScheduleRegistry } from "./schedule-service.js";
+import type { ScheduleRegistry } from "./schedule-registry.js";
 import { defaultInput } from "./schedule-service.js";
 import { cronOf, planTicks } from "./ticks.js";
 
@@ -30,7 +30,7 @@ export interface FiringScope {
 /** What `scope` may fire, for the statements that find due schedules (the same rule as {@link resolve}). */
 export function filterOf(scope: FiringScope): FiringFilter {
   return {
-    registered: [...scope.registry].map(([name, r]) => ({
+    registered: [...scope.registry.entries()].map(([name, r]) => ({
       name,
       workflow: r.workflow.name,
       hasInput: r.input !== undefined,

@@ -15,7 +15,7 @@ import { DEFAULT_WORKER_INTERVAL_MS } from "../background/worker.js";
 import type { EngineContext } from "../engine-context.js";
 import type { FiringScope } from "./fire-ticks.js";
 import { filterOf, fireDueSchedules } from "./fire-ticks.js";
-import type { ScheduleRegistry } from "./schedule-service.js";
+import type { ScheduleRegistry } from "./schedule-registry.js";
 
 /** The pause when a due schedule was held by another worker: it is firing it now. */
 const HELD_PAUSE_MS = 100;
@@ -40,18 +40,21 @@ export function scheduleFiring(
   opts: WorkerOptions,
 ): BesideLoop | undefined {
   if (opts?.schedules === false) return undefined;
-  return (errors) => {
+  return (errors, wakeDue) => {
     const scope: FiringScope = { registry, workflows: newestByName(opts.workflows as Workflow<unknown, unknown>[]) };
     const intervalMs = opts.intervalMs ?? DEFAULT_WORKER_INTERVAL_MS;
     const { answerTimeoutMs } = listenChecks("startWorker", opts);
     const onError = (error: unknown) => errors.report(error);
     const stopping = new AbortController();
     const alarm = new WakeUp(stopping.signal);
+    const unsubscribe = registry.onChange(() => alarm.wake());
 
     /** Fire what is due; the pause until the next round. */
     async function round(): Promise<number> {
       const fired = await fireDueSchedules(ctx, scope, onError);
       errors.ok();
+      // The runs just created are due now: this worker's due-run loop need not wait for its poll or a NOTIFY.
+      if (fired > 0) wakeDue();
       const ms = await msUntilNextTick(ctx.db, ctx.tables, filterOf(scope));
       if (ms === null) return intervalMs;
       // Still due: more ticks than a round fires (look again at once), or another worker holds the row.
@@ -61,6 +64,7 @@ export function scheduleFiring(
 
     const loop = (async () => {
       while (!stopping.signal.aborted) {
+        alarm.clear(); // a registration before this look is seen by it
         let pauseMs = intervalMs;
         try {
           pauseMs = await round();
@@ -74,6 +78,7 @@ export function scheduleFiring(
     return {
       async stop() {
         stopping.abort();
+        unsubscribe();
         alarm.wake();
         // A round stuck on a connection that never answers must not hold stop() up; it starts no round after it.
         await within(answerTimeoutMs, loop).catch(() => undefined);

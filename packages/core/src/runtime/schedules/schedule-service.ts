@@ -1,8 +1,7 @@
 /**
  * The schedule service: `schedule`, `unschedule`, `listSchedules`,
- * `pauseSchedule`, `resumeSchedule`, and the registry of what a process
- * gave `schedule` that the database cannot hold (the workflow object and
- * the input function), which its workers need to fire the ticks.
+ * `pauseSchedule`, `resumeSchedule`; each registration is also kept in the
+ * engine's `ScheduleRegistry` for its workers.
  */
 import { ENQUEUE_REQUEST } from "../../options/known-options.js";
 import {
@@ -13,23 +12,14 @@ import {
   setPaused,
   upsertSchedule,
 } from "../../store/schedules.js";
-import type { Workflow } from "../../workflow/definition.js";
 import { checkRequest } from "../admission/admission.js";
 import type { EngineContext } from "../engine-context.js";
 import type { ScheduleOptions, ScheduleTick } from "./schedule-options.js";
 import { checkName, checkSchedule, tickKey } from "./schedule-options.js";
 import type { ScheduleRecord } from "./schedule-record.js";
 import { recordOf } from "./schedule-record.js";
+import type { ScheduleRegistry } from "./schedule-registry.js";
 import { cronOf } from "./ticks.js";
-
-/** What this process gave `schedule` for one name. */
-interface Registration {
-  readonly workflow: Workflow<unknown, unknown>;
-  readonly input: ((tick: ScheduleTick) => unknown) | undefined;
-}
-
-/** The schedules registered in this engine, by name. */
-export type ScheduleRegistry = Map<string, Registration>;
 
 /** The input of a tick's run when the schedule has no input function. */
 export function defaultInput(tick: ScheduleTick): { schedule: string; at: string } {

@@ -179,6 +179,30 @@ describe("workers fire each tick once", () => {
     expect((await effects("every-second")).filter((k) => k <= last)).toEqual(wanted);
   });
 
+  it("a running worker fires nothing of a paused or deleted schedule, and fires again once it is resumed", async () => {
+    await reset();
+    const engine = createEngine({ db: t.db });
+    await engine.schedule("toggled", { cron: "* * * * * *", workflow: tick, tenantId: T });
+    startWorker(engine);
+    await until(async () => (await runTicks("toggled")).length >= 1, "fired");
+    // Once pause returned, the row is paused: a round that held it committed before (the row lock).
+    await engine.pauseSchedule("toggled");
+    const whilePaused = await runTicks("toggled");
+    await sql`SELECT pg_sleep(2.5)`.execute(t.db);
+    expect(await runTicks("toggled")).toEqual(whilePaused);
+    const resumed = await engine.resumeSchedule("toggled");
+    const firstAfter = (resumed?.nextTickAt as Date).toISOString();
+    await until(async () => (await runTicks("toggled")).includes(firstAfter), "fired after resume");
+    // The ticks of the pause (at least two: it lasted 2.5 s of the database's clock) were skipped, not caught up.
+    expect(Date.parse(firstAfter) - Date.parse(whilePaused.at(-1) as string)).toBeGreaterThan(2_000);
+    const all = await runTicks("toggled");
+    expect(all.filter((k) => k > (whilePaused.at(-1) as string) && k < firstAfter)).toEqual([]);
+    expect(await engine.unschedule("toggled")).toBe(true);
+    const whenDeleted = await runTicks("toggled");
+    await sql`SELECT pg_sleep(2.5)`.execute(t.db);
+    expect(await runTicks("toggled")).toEqual(whenDeleted);
+  });
+
   it("a schedule made after the worker started wakes its firing loop (no wait for intervalMs)", async () => {
     await reset();
     const engine = createEngine({ db: t.db });

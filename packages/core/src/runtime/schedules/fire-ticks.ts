@@ -91,18 +91,28 @@ async function fireSchedule(
     });
     let lastTickAt: Date | null = null;
     let error: string | null = null;
+    // Refused input, a mismatch, an error of the input function: retrying cannot cure it; the tick is skipped.
+    // Any other error (the database's) fails the whole transaction: nothing of this round stays.
+    const skip = (at: Date, e: unknown) => {
+      error = `tick ${at.toISOString()}: ${e instanceof Error ? e.message : String(e)}`;
+      onError(e);
+      ctx.telemetry.log("warn", { schedule: name, error }, "idempo: a schedule's tick started no run");
+    };
     for (const at of plan.fire) {
       const tick: ScheduleTick = Object.freeze({ schedule: name, at, key: tickKey(name, at) });
+      let input: unknown;
       try {
-        await startRun(ctx, tx, row, how.workflow, tick, await how.input(tick));
+        input = await how.input(tick);
+      } catch (e) {
+        skip(at, e);
+        continue;
+      }
+      try {
+        await startRun(ctx, tx, row, how.workflow, tick, input);
         lastTickAt = at;
       } catch (e) {
-        // A database error fails the whole transaction: nothing of this round stays, the next one tries again.
-        if (isDatabaseError(e)) throw e;
-        // Refused input, a mismatch, the input function's own error: retrying cannot cure it; the tick is skipped.
-        error = `tick ${at.toISOString()}: ${e instanceof Error ? e.message : String(e)}`;
-        onError(e);
-        ctx.telemetry.log("warn", { schedule: name, error }, "idempo: a schedule's tick started no run");
+        if (!(e instanceof IdempoError)) throw e;
+        skip(at, e);
       }
     }
     await recordFiring(tx, ctx.tables, name, { nextTickAt: plan.next, lastTickAt, error });
@@ -124,9 +134,4 @@ async function startRun(
   } catch (error) {
     if (!(error instanceof IdempotencyKeyExpiredError)) throw error;
   }
-}
-
-/** An error the driver raised (it carries an SQLSTATE), not one of the input function's. */
-function isDatabaseError(error: unknown): boolean {
-  return typeof (error as { code?: unknown } | null)?.code === "string" && !(error instanceof IdempoError);
 }

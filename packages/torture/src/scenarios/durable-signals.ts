@@ -15,7 +15,7 @@ import type { Findings, Intent } from "./durable-context.ts";
 import { sleep } from "./durable-context.ts";
 
 /** What the senders saw, per kind of answer. */
-export interface SignalTally {
+interface SignalTally {
   sent: number;
   duplicates: number;
   woke: number;

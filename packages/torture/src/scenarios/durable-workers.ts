@@ -7,7 +7,7 @@ const WORKER_ENTRY = fileURLToPath(new URL("../durable-worker-main.ts", import.m
 const PACKAGE_DIR = fileURLToPath(new URL("../..", import.meta.url));
 
 /** A worker process delivering outbox messages to `receiver`; resolves `ready` once its worker and relay run. */
-export function spawnWorker(
+function spawnWorker(
   url: string,
   leaseMs: number,
   receiver: { readonly url: string; readonly secret: string },
@@ -28,7 +28,7 @@ export function spawnWorker(
 }
 
 /** Resolves once the process has exited (at once when it already has). */
-export const exited = (child: ChildProcess) =>
+const exited = (child: ChildProcess) =>
   new Promise<void>((resolve) => {
     if (child.exitCode !== null || child.signalCode !== null) resolve();
     else child.once("exit", () => resolve());

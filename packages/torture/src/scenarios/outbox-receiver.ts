@@ -19,7 +19,7 @@ import { verifyWebhook } from "@idempo/relays/webhook";
 import type { Random } from "../random.ts";
 
 /** What the receiver found, against what was expected. */
-export interface OutboxVerdict {
+interface OutboxVerdict {
   /** Logical messages (tenant and intent) that arrived. */
   readonly messages: number;
   /** Deliveries the receiver recorded, redeliveries included. */

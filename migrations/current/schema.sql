@@ -246,8 +246,10 @@ CREATE INDEX outbox_delivered_at ON outbox (delivered_at) WHERE status = 'delive
 -- their arity). Every write keeps its fence (owner token and status) in its
 -- WHERE clause. SET search_path FROM CURRENT pins the configured schema for
 -- the table names in the bodies, whatever the caller's search_path is.
--- A commit that completes a durable run announces it on the channel
--- idempo_done with the tag md5(tenant_id, U+001F, key), for `engine.wait`.
+-- Every completion goes through mark_completed (0014), which also announces
+-- a durable run's completion on the channel idempo_done with the tag
+-- completion_tag(tenant_id, key), for `engine.wait` (store/notify-channels.ts
+-- names both on the TypeScript side).
 -- Where a migration overloaded a function with more arguments, the older
 -- form stays for processes of the previous release during a rolling
 -- deploy; both are written out here, the current one first.
@@ -428,20 +430,66 @@ END
 $$;
 
 -- ---------------------------------------------------------------------------
--- Progress: phase commit, step start and result, completion, renewal (0008, 0013)
+-- The completion (0014): the one statement that completes a run
+-- ---------------------------------------------------------------------------
+
+-- The tag a completion notification carries: MD5 hex of tenant, U+001F and key.
+CREATE OR REPLACE FUNCTION completion_tag(p_tenant_id text, p_key text) RETURNS text
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$
+  SELECT md5(p_tenant_id || chr(31) || p_key)
+$$;
+
+-- Store the response, drop owner and lease, start retention, announce a
+-- durable run; with the run's last item, also its recovery point and state
+-- (and, past a wait, forget the wait). Fenced on the owner token, or an
+-- operator's cancel (p_cancel) of any run not completed. Called by
+-- commit_phase, record_step_result and complete_run below, by the wait's
+-- result (store/suspension.ts) and by cancel (store/transitions.ts).
+CREATE OR REPLACE FUNCTION mark_completed(
+  p_tenant_id text, p_key text, p_owner_token text, p_cancel boolean,
+  p_outcome text, p_response_status integer, p_response_body json,
+  p_recovery_point text, p_state json, p_past_wait boolean
+) RETURNS SETOF runs LANGUAGE plpgsql SET search_path FROM CURRENT AS $$
+DECLARE
+  v_run runs;
+BEGIN
+  UPDATE runs
+  SET recovery_point = COALESCE(p_recovery_point, recovery_point), state = COALESCE(p_state, state),
+      wait_kind = CASE WHEN p_past_wait THEN NULL ELSE wait_kind END,
+      wait_name = CASE WHEN p_past_wait THEN NULL ELSE wait_name END,
+      wake_at = CASE WHEN p_past_wait THEN NULL ELSE wake_at END,
+      wait_until = CASE WHEN p_past_wait THEN NULL ELSE wait_until END,
+      status = 'completed', owner_token = NULL, locked_until = NULL, parked_reason = NULL, parked_at = NULL,
+      outcome = p_outcome, response_status = p_response_status, response_body = p_response_body,
+      expires_at = clock_timestamp() + retention_ms * interval '1 millisecond', completed_at = clock_timestamp(),
+      updated_at = clock_timestamp()
+  WHERE tenant_id = p_tenant_id AND key = p_key
+    AND CASE WHEN p_cancel THEN status IN ('in_flight', 'parked', 'suspended')
+             ELSE owner_token = p_owner_token AND status = 'in_flight' END
+  RETURNING * INTO v_run;
+  IF NOT FOUND THEN
+    RETURN;
+  END IF;
+  IF v_run.durable THEN
+    PERFORM pg_notify('idempo_done', completion_tag(p_tenant_id, p_key));
+  END IF;
+  RETURN NEXT v_run;
+END
+$$;
+
+-- ---------------------------------------------------------------------------
+-- Progress: phase commit, step start and result, completion, renewal (0008,
+-- 0013, 0014)
 -- ---------------------------------------------------------------------------
 
 -- A phase commit: the recovery point, the state, and the lease extended (or
--- the response stored when the phase is the run's last item, announced when
--- the run is durable), then the phase's history entry. Fenced: a zombie
--- attempt matches nothing and gets false.
+-- the run completed when the phase is its last item), then the phase's
+-- history entry. Fenced: a zombie attempt matches nothing and gets false.
 CREATE OR REPLACE FUNCTION commit_phase(
   p_tenant_id text, p_key text, p_owner_token text, p_run_id text, p_entry_id text, p_name text,
   p_attempt integer, p_state json, p_lease_ms float8,
   p_outcome text, p_response_status integer, p_response_body json
 ) RETURNS boolean LANGUAGE plpgsql SET search_path FROM CURRENT AS $$
-DECLARE
-  v_durable boolean; -- set when this commit completes the run
 BEGIN
   IF p_response_status IS NULL THEN
     UPDATE runs
@@ -450,23 +498,14 @@ BEGIN
     WHERE tenant_id = p_tenant_id AND key = p_key
       AND owner_token = p_owner_token AND status = 'in_flight';
   ELSE
-    UPDATE runs
-    SET recovery_point = p_name, state = p_state, updated_at = clock_timestamp(),
-        status = 'completed', owner_token = NULL, locked_until = NULL,
-        outcome = p_outcome, response_status = p_response_status, response_body = p_response_body,
-        expires_at = clock_timestamp() + retention_ms * interval '1 millisecond', completed_at = clock_timestamp()
-    WHERE tenant_id = p_tenant_id AND key = p_key
-      AND owner_token = p_owner_token AND status = 'in_flight'
-    RETURNING durable INTO v_durable;
+    PERFORM 1 FROM mark_completed(p_tenant_id, p_key, p_owner_token, false,
+                                  p_outcome, p_response_status, p_response_body, p_name, p_state, false);
   END IF;
   IF NOT FOUND THEN
     RETURN false;
   END IF;
   INSERT INTO run_history (tenant_id, key, run_id, entry_id, kind, name, attempt, outcome, started_at, finished_at)
   VALUES (p_tenant_id, p_key, p_run_id, p_entry_id, 'phase', p_name, p_attempt, 'succeeded', now(), clock_timestamp());
-  IF v_durable THEN
-    PERFORM pg_notify('idempo_done', md5(p_tenant_id || chr(31) || p_key));
-  END IF;
   RETURN true;
 END
 $$;
@@ -503,16 +542,14 @@ BEGIN
 END
 $$;
 
--- A step's result: the recovery point moves past it, the state (and, for the
--- run's last item, the response, announced when the run is durable) is
--- stored, then its history entry is closed with its tries (0013).
+-- A step's result: the recovery point moves past it and the state is stored
+-- (or, for the run's last item, the run completes), then its history entry
+-- is closed with its tries (0013).
 CREATE OR REPLACE FUNCTION record_step_result(
   p_tenant_id text, p_key text, p_owner_token text, p_entry_id text, p_step_outcome text, p_name text,
   p_state json, p_lease_ms float8,
   p_outcome text, p_response_status integer, p_response_body json, p_tries json
 ) RETURNS boolean LANGUAGE plpgsql SET search_path FROM CURRENT AS $$
-DECLARE
-  v_durable boolean; -- set when this commit completes the run
 BEGIN
   IF p_response_status IS NULL THEN
     UPDATE runs
@@ -521,89 +558,40 @@ BEGIN
     WHERE tenant_id = p_tenant_id AND key = p_key
       AND owner_token = p_owner_token AND status = 'in_flight';
   ELSE
-    UPDATE runs
-    SET recovery_point = p_name, state = p_state, updated_at = clock_timestamp(),
-        status = 'completed', owner_token = NULL, locked_until = NULL,
-        outcome = p_outcome, response_status = p_response_status, response_body = p_response_body,
-        expires_at = clock_timestamp() + retention_ms * interval '1 millisecond', completed_at = clock_timestamp()
-    WHERE tenant_id = p_tenant_id AND key = p_key
-      AND owner_token = p_owner_token AND status = 'in_flight'
-    RETURNING durable INTO v_durable;
+    PERFORM 1 FROM mark_completed(p_tenant_id, p_key, p_owner_token, false,
+                                  p_outcome, p_response_status, p_response_body, p_name, p_state, false);
   END IF;
   IF NOT FOUND THEN
     RETURN false;
   END IF;
   UPDATE run_history SET outcome = p_step_outcome, finished_at = clock_timestamp(), tries = p_tries
   WHERE tenant_id = p_tenant_id AND key = p_key AND entry_id = p_entry_id;
-  IF v_durable THEN
-    PERFORM pg_notify('idempo_done', md5(p_tenant_id || chr(31) || p_key));
-  END IF;
   RETURN true;
 END
 $$;
 
--- The same without the tries (0008).
+-- The same without the tries, for the release before 0013.
 CREATE OR REPLACE FUNCTION record_step_result(
   p_tenant_id text, p_key text, p_owner_token text, p_entry_id text, p_step_outcome text, p_name text,
   p_state json, p_lease_ms float8,
   p_outcome text, p_response_status integer, p_response_body json
 ) RETURNS boolean LANGUAGE plpgsql SET search_path FROM CURRENT AS $$
-DECLARE
-  v_durable boolean; -- set when this commit completes the run
 BEGIN
-  IF p_response_status IS NULL THEN
-    UPDATE runs
-    SET recovery_point = p_name, state = p_state, updated_at = clock_timestamp(),
-        locked_until = clock_timestamp() + p_lease_ms * interval '1 millisecond'
-    WHERE tenant_id = p_tenant_id AND key = p_key
-      AND owner_token = p_owner_token AND status = 'in_flight';
-  ELSE
-    UPDATE runs
-    SET recovery_point = p_name, state = p_state, updated_at = clock_timestamp(),
-        status = 'completed', owner_token = NULL, locked_until = NULL,
-        outcome = p_outcome, response_status = p_response_status, response_body = p_response_body,
-        expires_at = clock_timestamp() + retention_ms * interval '1 millisecond', completed_at = clock_timestamp()
-    WHERE tenant_id = p_tenant_id AND key = p_key
-      AND owner_token = p_owner_token AND status = 'in_flight'
-    RETURNING durable INTO v_durable;
-  END IF;
-  IF NOT FOUND THEN
-    RETURN false;
-  END IF;
-  UPDATE run_history SET outcome = p_step_outcome, finished_at = clock_timestamp()
-  WHERE tenant_id = p_tenant_id AND key = p_key AND entry_id = p_entry_id;
-  IF v_durable THEN
-    PERFORM pg_notify('idempo_done', md5(p_tenant_id || chr(31) || p_key));
-  END IF;
-  RETURN true;
+  RETURN record_step_result(p_tenant_id, p_key, p_owner_token, p_entry_id, p_step_outcome, p_name,
+                            p_state, p_lease_ms, p_outcome, p_response_status, p_response_body, NULL::json);
 END
 $$;
 
 -- A completion without a new recovery point (ctx.fail, a stored unknown error,
--- a wait's timeout, nothing after the last recovery point), announced when the
--- run is durable.
+-- a wait's timeout, nothing after the last recovery point).
 CREATE OR REPLACE FUNCTION complete_run(
   p_tenant_id text, p_key text, p_owner_token text,
   p_outcome text, p_response_status integer, p_response_body json
 ) RETURNS boolean LANGUAGE plpgsql SET search_path FROM CURRENT AS $$
-DECLARE
-  v_durable boolean;
 BEGIN
-  UPDATE runs
-  SET updated_at = clock_timestamp(),
-      status = 'completed', owner_token = NULL, locked_until = NULL,
-      outcome = p_outcome, response_status = p_response_status, response_body = p_response_body,
-      expires_at = clock_timestamp() + retention_ms * interval '1 millisecond', completed_at = clock_timestamp()
-  WHERE tenant_id = p_tenant_id AND key = p_key
-    AND owner_token = p_owner_token AND status = 'in_flight'
-  RETURNING durable INTO v_durable;
-  IF NOT FOUND THEN
-    RETURN false;
-  END IF;
-  IF v_durable THEN
-    PERFORM pg_notify('idempo_done', md5(p_tenant_id || chr(31) || p_key));
-  END IF;
-  RETURN true;
+  PERFORM 1 FROM mark_completed(p_tenant_id, p_key, p_owner_token, false,
+                                p_outcome, p_response_status, p_response_body, NULL, NULL, false);
+  RETURN FOUND;
 END
 $$;
 

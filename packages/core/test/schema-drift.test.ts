@@ -66,18 +66,18 @@ async function describeSchema(client: pg.ClientBase): Promise<SchemaShape> {
   const constraints = await rows(`
     SELECT c.relname || '.' || k.conname AS name, k.contype::text || ' ' || pg_get_constraintdef(k.oid) AS def
     FROM pg_constraint k JOIN pg_class c ON c.oid = k.conrelid JOIN pg_namespace n ON n.oid = c.relnamespace
-    WHERE n.nspname = $1 AND c.relname <> $2::text`);
+    WHERE n.nspname = $1 AND c.relname <> $2::text ORDER BY 1`);
   const indexes = await rows(`
-    SELECT indexname AS name, indexdef AS def FROM pg_indexes WHERE schemaname = $1 AND tablename <> $2::text`);
+    SELECT indexname AS name, indexdef AS def FROM pg_indexes WHERE schemaname = $1 AND tablename <> $2::text ORDER BY 1`);
   const functions = await rows(`
     SELECT p.proname || '(' || pg_get_function_identity_arguments(p.oid) || ')' AS name, pg_get_functiondef(p.oid) AS def
-    FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace WHERE n.nspname = $1`);
+    FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace WHERE n.nspname = $1 ORDER BY 1`);
   const triggers = await rows(`
     SELECT c.relname || '.' || g.tgname AS name, pg_get_triggerdef(g.oid) AS def
     FROM pg_trigger g JOIN pg_class c ON c.oid = g.tgrelid JOIN pg_namespace n ON n.oid = c.relnamespace
-    WHERE n.nspname = $1 AND c.relname <> $2::text AND NOT g.tgisinternal`);
+    WHERE n.nspname = $1 AND c.relname <> $2::text AND NOT g.tgisinternal ORDER BY 1`);
   const byName = (list: { name: string; def: string }[], normalize = (s: string) => s) =>
-    Object.fromEntries(list.map((r) => [r.name, normalize(r.def)]).sort(([a], [b]) => (a < b ? -1 : 1)));
+    Object.fromEntries(list.map((r) => [r.name, normalize(r.def)]));
   const grouped: Record<string, string[]> = {};
   for (const r of columns) grouped[r.t] = [...(grouped[r.t] ?? []), r.col];
   return {
@@ -118,7 +118,10 @@ beforeAll(async () => {
   const client = await fromFile.connect();
   try {
     // One simple-protocol query holds the whole file, as psql -f would send it.
-    await client.query(`CREATE SCHEMA "${SCHEMA}"; SET search_path = "${SCHEMA}", public;\n${schemaFile}`);
+    // SET LOCAL: the connection goes back to the pool with its own search_path, so descriptions name the schema.
+    await client.query(
+      `BEGIN; CREATE SCHEMA "${SCHEMA}"; SET LOCAL search_path = "${SCHEMA}", public;\n${schemaFile}\nCOMMIT;`,
+    );
   } finally {
     client.release();
   }

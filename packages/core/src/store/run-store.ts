@@ -22,6 +22,8 @@ export interface Tables {
   readonly tombstones: RawBuilder<unknown>;
   /** The function naming a key in `tombstones` (migration 0010): `${t.keyDigest}(key)`. */
   readonly keyDigest: RawBuilder<unknown>;
+  /** The function that completes a run (migration 0014); see `markCompleted` in progress.ts. */
+  readonly markCompleted: RawBuilder<unknown>;
   /** The calls of the statement functions in this schema. */
   readonly calls: StatementCalls;
 }
@@ -38,6 +40,7 @@ export function tablesIn(schema: string, prepare = true): Tables {
     signals: sql.id(schema, "signals"),
     tombstones: sql.id(schema, "tombstones"),
     keyDigest: sql.id(schema, "key_digest"),
+    markCompleted: sql.id(schema, "mark_completed"),
   };
 }
 

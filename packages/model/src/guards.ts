@@ -55,7 +55,7 @@ export const GUARDS: readonly GuardRow[] = [
   {
     transition: "reclaim",
     file: "store/claim.ts",
-    fn: "reclaimExpiredKey",
+    fn: "rewriteExpiredRecord",
     patterns: ["AND status = 'completed' AND @{pastTombstone}", "expires_at = NULL"],
   },
   {

@@ -108,6 +108,39 @@ export interface TakenRun {
   readonly parsedInputHash: string | null;
 }
 
+/**
+ * The columns a statement that takes a run (a takeover, the take of a due
+ * run) returns for it, the JSON ones as text.
+ */
+export interface TakenRunRow {
+  run_id: string;
+  attempt: number;
+  recovery_point: string | null;
+  state: string;
+  input: string;
+  definition: string;
+  definition_hash: string;
+  workflow: string;
+  parsed_input_hash: string | null;
+  workflow_version: number;
+}
+
+/** What the new owner gets of a taken run's row. */
+export function takenRunOf(row: TakenRunRow): TakenRun {
+  return {
+    runId: row.run_id,
+    attempt: row.attempt,
+    recoveryPoint: row.recovery_point,
+    state: row.state,
+    input: row.input,
+    outline: JSON.parse(row.definition) as string[],
+    definitionHash: row.definition_hash,
+    workflow: row.workflow,
+    workflowVersion: row.workflow_version,
+    parsedInputHash: row.parsed_input_hash,
+  };
+}
+
 /** The identity every fenced write carries. */
 export interface Ownership {
   readonly tenantId: string;

@@ -6,9 +6,11 @@
 -- restated whole, unchanged except for that call. The completion
 -- notification's tag is one function too, completion_tag, which
 -- store/notify-channels.ts computes the same way (a test compares them).
--- The completing branches of commit_phase and record_step_result keep their
--- one UPDATE of the run: mark_completed also moves the recovery point and
--- stores the state when it is given them.
+-- The commit's write of the run that commit_phase and record_step_result
+-- share (advance the recovery point and extend the lease, or complete) is
+-- one function too, advance_run; a completing commit still makes one UPDATE
+-- of the run: mark_completed also moves the recovery point and stores the
+-- state when it is given them.
 -- Same arguments and results as before, so processes of the previous
 -- release keep working while a deploy rolls out.
 -- Each function ends with `$$;` on its own line (the runner splits there).
@@ -60,12 +62,12 @@ BEGIN
 END
 $$;
 
--- A phase commit: the recovery point, the state, and the lease extended (or
--- the run completed when the phase is its last item), then the phase's
--- history entry. Fenced: a zombie attempt matches nothing and gets false.
-CREATE OR REPLACE FUNCTION commit_phase(
-  p_tenant_id text, p_key text, p_owner_token text, p_run_id text, p_entry_id text, p_name text,
-  p_attempt integer, p_state json, p_lease_ms float8,
+-- A commit's write of the run: move the recovery point to p_name and store
+-- the state, and extend the lease, or, with a response (the run's last
+-- item), complete the run in the same UPDATE. Fenced on the owner token in
+-- both branches: false when the attempt no longer owns the key.
+CREATE OR REPLACE FUNCTION advance_run(
+  p_tenant_id text, p_key text, p_owner_token text, p_name text, p_state json, p_lease_ms float8,
   p_outcome text, p_response_status integer, p_response_body json
 ) RETURNS boolean LANGUAGE plpgsql SET search_path FROM CURRENT AS $$
 BEGIN
@@ -79,7 +81,20 @@ BEGIN
     PERFORM 1 FROM mark_completed(p_tenant_id, p_key, p_owner_token, false,
                                   p_outcome, p_response_status, p_response_body, p_name, p_state, false);
   END IF;
-  IF NOT FOUND THEN
+  RETURN FOUND;
+END
+$$;
+
+-- A phase commit: the run advanced past the phase (or completed), then the
+-- phase's history entry. Fenced: a zombie attempt matches nothing and gets false.
+CREATE OR REPLACE FUNCTION commit_phase(
+  p_tenant_id text, p_key text, p_owner_token text, p_run_id text, p_entry_id text, p_name text,
+  p_attempt integer, p_state json, p_lease_ms float8,
+  p_outcome text, p_response_status integer, p_response_body json
+) RETURNS boolean LANGUAGE plpgsql SET search_path FROM CURRENT AS $$
+BEGIN
+  IF NOT advance_run(p_tenant_id, p_key, p_owner_token, p_name, p_state, p_lease_ms,
+                     p_outcome, p_response_status, p_response_body) THEN
     RETURN false;
   END IF;
   INSERT INTO run_history (tenant_id, key, run_id, entry_id, kind, name, attempt, outcome, started_at, finished_at)
@@ -88,26 +103,16 @@ BEGIN
 END
 $$;
 
--- A step's result: the recovery point moves past it and the state is stored
--- (or, for the run's last item, the run completes), then its history entry
--- is closed with its tries.
+-- A step's result: the run advanced past the step (or completed), then its
+-- history entry closed with its tries.
 CREATE OR REPLACE FUNCTION record_step_result(
   p_tenant_id text, p_key text, p_owner_token text, p_entry_id text, p_step_outcome text, p_name text,
   p_state json, p_lease_ms float8,
   p_outcome text, p_response_status integer, p_response_body json, p_tries json
 ) RETURNS boolean LANGUAGE plpgsql SET search_path FROM CURRENT AS $$
 BEGIN
-  IF p_response_status IS NULL THEN
-    UPDATE runs
-    SET recovery_point = p_name, state = p_state, updated_at = clock_timestamp(),
-        locked_until = clock_timestamp() + p_lease_ms * interval '1 millisecond'
-    WHERE tenant_id = p_tenant_id AND key = p_key
-      AND owner_token = p_owner_token AND status = 'in_flight';
-  ELSE
-    PERFORM 1 FROM mark_completed(p_tenant_id, p_key, p_owner_token, false,
-                                  p_outcome, p_response_status, p_response_body, p_name, p_state, false);
-  END IF;
-  IF NOT FOUND THEN
+  IF NOT advance_run(p_tenant_id, p_key, p_owner_token, p_name, p_state, p_lease_ms,
+                     p_outcome, p_response_status, p_response_body) THEN
     RETURN false;
   END IF;
   UPDATE run_history SET outcome = p_step_outcome, finished_at = clock_timestamp(), tries = p_tries

@@ -443,7 +443,7 @@ $$;
 -- durable run; with the run's last item, also its recovery point and state
 -- (and, past a wait, forget the wait). Fenced on the owner token, or an
 -- operator's cancel (p_cancel) of any run not completed. Called by
--- commit_phase, record_step_result and complete_run below, by the wait's
+-- advance_run and complete_run below, by the wait's
 -- result (store/suspension.ts) and by cancel (store/transitions.ts).
 CREATE OR REPLACE FUNCTION mark_completed(
   p_tenant_id text, p_key text, p_owner_token text, p_cancel boolean,
@@ -482,12 +482,11 @@ $$;
 -- 0013, 0014)
 -- ---------------------------------------------------------------------------
 
--- A phase commit: the recovery point, the state, and the lease extended (or
--- the run completed when the phase is its last item), then the phase's
--- history entry. Fenced: a zombie attempt matches nothing and gets false.
-CREATE OR REPLACE FUNCTION commit_phase(
-  p_tenant_id text, p_key text, p_owner_token text, p_run_id text, p_entry_id text, p_name text,
-  p_attempt integer, p_state json, p_lease_ms float8,
+-- A commit's write of the run (0014): the recovery point, the state and the
+-- lease extended, or the run completed when the item is its last. Fenced in
+-- both branches; shared by commit_phase and record_step_result.
+CREATE OR REPLACE FUNCTION advance_run(
+  p_tenant_id text, p_key text, p_owner_token text, p_name text, p_state json, p_lease_ms float8,
   p_outcome text, p_response_status integer, p_response_body json
 ) RETURNS boolean LANGUAGE plpgsql SET search_path FROM CURRENT AS $$
 BEGIN
@@ -501,7 +500,20 @@ BEGIN
     PERFORM 1 FROM mark_completed(p_tenant_id, p_key, p_owner_token, false,
                                   p_outcome, p_response_status, p_response_body, p_name, p_state, false);
   END IF;
-  IF NOT FOUND THEN
+  RETURN FOUND;
+END
+$$;
+
+-- A phase commit: the run advanced past the phase (or completed), then the
+-- phase's history entry. Fenced: a zombie attempt matches nothing and gets false.
+CREATE OR REPLACE FUNCTION commit_phase(
+  p_tenant_id text, p_key text, p_owner_token text, p_run_id text, p_entry_id text, p_name text,
+  p_attempt integer, p_state json, p_lease_ms float8,
+  p_outcome text, p_response_status integer, p_response_body json
+) RETURNS boolean LANGUAGE plpgsql SET search_path FROM CURRENT AS $$
+BEGIN
+  IF NOT advance_run(p_tenant_id, p_key, p_owner_token, p_name, p_state, p_lease_ms,
+                     p_outcome, p_response_status, p_response_body) THEN
     RETURN false;
   END IF;
   INSERT INTO run_history (tenant_id, key, run_id, entry_id, kind, name, attempt, outcome, started_at, finished_at)
@@ -542,26 +554,16 @@ BEGIN
 END
 $$;
 
--- A step's result: the recovery point moves past it and the state is stored
--- (or, for the run's last item, the run completes), then its history entry
--- is closed with its tries (0013).
+-- A step's result: the run advanced past the step (or completed), then its
+-- history entry closed with its tries (0013).
 CREATE OR REPLACE FUNCTION record_step_result(
   p_tenant_id text, p_key text, p_owner_token text, p_entry_id text, p_step_outcome text, p_name text,
   p_state json, p_lease_ms float8,
   p_outcome text, p_response_status integer, p_response_body json, p_tries json
 ) RETURNS boolean LANGUAGE plpgsql SET search_path FROM CURRENT AS $$
 BEGIN
-  IF p_response_status IS NULL THEN
-    UPDATE runs
-    SET recovery_point = p_name, state = p_state, updated_at = clock_timestamp(),
-        locked_until = clock_timestamp() + p_lease_ms * interval '1 millisecond'
-    WHERE tenant_id = p_tenant_id AND key = p_key
-      AND owner_token = p_owner_token AND status = 'in_flight';
-  ELSE
-    PERFORM 1 FROM mark_completed(p_tenant_id, p_key, p_owner_token, false,
-                                  p_outcome, p_response_status, p_response_body, p_name, p_state, false);
-  END IF;
-  IF NOT FOUND THEN
+  IF NOT advance_run(p_tenant_id, p_key, p_owner_token, p_name, p_state, p_lease_ms,
+                     p_outcome, p_response_status, p_response_body) THEN
     RETURN false;
   END IF;
   UPDATE run_history SET outcome = p_step_outcome, finished_at = clock_timestamp(), tries = p_tries

@@ -33,6 +33,9 @@ const COMPLETION = [
 ];
 /** A completing branch of a statement function: the owner's fenced call of the one completion. */
 const OWNER_COMPLETION = "mark_completed(p_tenant_id, p_key, p_owner_token, false,";
+/** A commit that writes nothing more unless the fenced advance of the run happened. */
+const ADVANCED =
+  "IF NOT advance_run(p_tenant_id, p_key, p_owner_token, p_name, p_state, p_lease_ms, p_outcome, p_response_status, p_response_body) THEN RETURN false; END IF;";
 /** The completion of a durable run announced on the channel `engine.wait` listens to (store/notify-channels.ts). */
 const ANNOUNCE = "IF v_run.durable THEN PERFORM pg_notify('idempo_done', completion_tag(p_tenant_id, p_key)); END IF;";
 
@@ -124,17 +127,18 @@ export const GUARDS: readonly GuardRow[] = [
     patterns: ["NOT (status = 'in_flight' AND locked_until > clock_timestamp())"],
   },
   {
-    transition: "phase commit",
+    transition: "advance (phase commit, step result)",
     file: FUNCTIONS,
-    fn: "commit_phase",
+    fn: "advance_run",
     // Both branches (lease extended, run completed) carry the fence.
     patterns: [
       `AND ${SQL_FENCE}; ELSE`,
       `${OWNER_COMPLETION} p_outcome, p_response_status, p_response_body, p_name, p_state, false); END IF`,
       "recovery_point = p_name",
-      "IF NOT FOUND THEN RETURN false",
+      "RETURN FOUND",
     ],
   },
+  { transition: "phase commit", file: FUNCTIONS, fn: "commit_phase", patterns: [ADVANCED] },
   { transition: "phase commit (the call)", file: "store/progress.ts", fn: "commitPhase", patterns: ['"commit_phase"'] },
   { transition: "step started", file: FUNCTIONS, fn: "record_step_started", patterns: [SQL_FENCE, "FROM owner"] },
   {
@@ -143,16 +147,7 @@ export const GUARDS: readonly GuardRow[] = [
     fn: "recordStepStarted",
     patterns: ['"record_step_started"'],
   },
-  {
-    transition: "step result",
-    file: FUNCTIONS,
-    fn: "record_step_result",
-    patterns: [
-      `AND ${SQL_FENCE}; ELSE`,
-      `${OWNER_COMPLETION} p_outcome, p_response_status, p_response_body, p_name, p_state, false); END IF`,
-      "IF NOT FOUND THEN RETURN false",
-    ],
-  },
+  { transition: "step result", file: FUNCTIONS, fn: "record_step_result", patterns: [ADVANCED] },
   {
     transition: "step result (the call)",
     file: "store/progress.ts",

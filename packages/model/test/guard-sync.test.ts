@@ -12,11 +12,11 @@ describe("the guards the model assumes are in the code", () => {
     expect(missingPatterns(source(row.file), row), `${row.file} ${row.fn}`).toEqual([]);
   });
 
-  it("notices a removed guard (the owner-token condition cut out of one branch of commit_phase)", () => {
-    const row = GUARDS.find((r) => r.transition === "phase commit");
-    if (!row) throw new Error("no phase commit row");
+  it("notices a removed guard (the owner-token condition cut out of one branch of advance_run)", () => {
+    const row = GUARDS.find((r) => r.fn === "advance_run");
+    if (!row) throw new Error("no advance_run row");
     const text = source(row.file);
-    const start = text.indexOf("CREATE OR REPLACE FUNCTION commit_phase(");
+    const start = text.indexOf("CREATE OR REPLACE FUNCTION advance_run(");
     const cut =
       text.slice(0, start) +
       text

@@ -3,7 +3,8 @@
 -- times: in commit_phase, both forms of record_step_result and complete_run
 -- here, in the wait's result and in the operator's cancel. It is now written
 -- once, as mark_completed, and each of them calls it; the functions below are
--- restated whole, unchanged except for that call. The completion
+-- restated whole (the eleven-argument record_step_result now calls the
+-- twelve-argument one with no tries, which writes the same). The completion
 -- notification's tag is one function too, completion_tag, which
 -- store/notify-channels.ts computes the same way (a test compares them).
 -- The commit's write of the run that commit_phase and record_step_result

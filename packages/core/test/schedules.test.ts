@@ -191,7 +191,7 @@ describe("workers fire each tick once", () => {
     await sql`SELECT pg_sleep(2.5)`.execute(t.db);
     expect(await runTicks("toggled")).toEqual(whilePaused);
     const resumed = await engine.resumeSchedule("toggled");
-    const firstAfter = (resumed?.nextTickAt as Date).toISOString();
+    const firstAfter = (resumed as ScheduleRecord).nextTickAt?.toISOString() as string;
     await until(async () => (await runTicks("toggled")).includes(firstAfter), "fired after resume");
     // The ticks of the pause (at least two: it lasted 2.5 s of the database's clock) were skipped, not caught up.
     expect(Date.parse(firstAfter) - Date.parse(whilePaused.at(-1) as string)).toBeGreaterThan(2_000);

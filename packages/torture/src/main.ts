@@ -59,6 +59,8 @@ async function main(): Promise<number> {
               conflicts: Math.max(1, Math.round(options.durableIntents / 6)),
               invalidSignals: Math.max(1, Math.round(options.durableIntents / 6)),
               foreignSignals: Math.max(1, Math.round(options.durableIntents / 6)),
+              retries: Math.max(2, Math.round(options.durableIntents / 6)),
+              retained: Math.max(2, Math.round(options.durableIntents / 6)),
               rolledBack: 3,
               leaseMs: options.leaseMs,
               maxSleepMs: 1_500,

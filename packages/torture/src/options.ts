@@ -38,8 +38,9 @@ export const USAGE = `usage: pnpm torture [--help] [--long] [--runs N] [--worker
   --database-url URL   run on this server (a new database on it) instead of a throwaway server of
                        our own; the server is then never restarted
   --keep-database      keep the run's database even when every check passed
-  --durable-intents N  then the durable scenario: N runs that sleep and wait for a signal while
-                       workers are killed and signals race; 0 skips it (Default: 24, 240 with --long)`;
+  --durable-intents N  then the durable scenario: N runs that sleep, send an outbox message and wait
+                       for a signal while workers are killed, signals race and an operator rewinds
+                       some, then retries across retention; 0 skips it (Default: 24, 240 with --long)`;
 
 function positive(name: string, value: string | undefined, fallback: number): number {
   if (value === undefined) return fallback;

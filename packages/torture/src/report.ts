@@ -1,7 +1,7 @@
 import type { ChaosCounters } from "./chaos.ts";
 import type { OperatorVerdict } from "./operator-scenario.ts";
-import type { DurableReport } from "./scenarios/durable-waits.ts";
-import { durablePassed, durableSummaryLine } from "./scenarios/durable-waits.ts";
+import type { DurableReport } from "./scenarios/durable-report.ts";
+import { durablePassed, durableSummaryLine } from "./scenarios/durable-report.ts";
 
 /** The outcome of one torture run. */
 export interface Report {

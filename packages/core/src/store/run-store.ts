@@ -22,6 +22,8 @@ export interface Tables {
   readonly tombstones: RawBuilder<unknown>;
   /** The function naming a key in `tombstones` (migration 0010): `${t.keyDigest}(key)`. */
   readonly keyDigest: RawBuilder<unknown>;
+  /** The function that completes a run (migration 0014); see `markCompleted` in progress.ts. */
+  readonly markCompleted: RawBuilder<unknown>;
   /** The calls of the statement functions in this schema. */
   readonly calls: StatementCalls;
 }
@@ -38,6 +40,7 @@ export function tablesIn(schema: string, prepare = true): Tables {
     signals: sql.id(schema, "signals"),
     tombstones: sql.id(schema, "tombstones"),
     keyDigest: sql.id(schema, "key_digest"),
+    markCompleted: sql.id(schema, "mark_completed"),
   };
 }
 
@@ -103,6 +106,39 @@ export interface TakenRun {
   /** The workflow version the run started under (1 for runs of unversioned workflows). */
   readonly workflowVersion: number;
   readonly parsedInputHash: string | null;
+}
+
+/**
+ * The columns a statement that takes a run (a takeover, the take of a due
+ * run) returns for it, the JSON ones as text.
+ */
+export interface TakenRunRow {
+  run_id: string;
+  attempt: number;
+  recovery_point: string | null;
+  state: string;
+  input: string;
+  definition: string;
+  definition_hash: string;
+  workflow: string;
+  parsed_input_hash: string | null;
+  workflow_version: number;
+}
+
+/** What the new owner gets of a taken run's row. */
+export function takenRunOf(row: TakenRunRow): TakenRun {
+  return {
+    runId: row.run_id,
+    attempt: row.attempt,
+    recoveryPoint: row.recovery_point,
+    state: row.state,
+    input: row.input,
+    outline: JSON.parse(row.definition) as string[],
+    definitionHash: row.definition_hash,
+    workflow: row.workflow,
+    workflowVersion: row.workflow_version,
+    parsedInputHash: row.parsed_input_hash,
+  };
 }
 
 /** The identity every fenced write carries. */

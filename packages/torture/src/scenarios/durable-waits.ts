@@ -1,145 +1,60 @@
 /**
- * The durable scenario: runs that sleep and wait for signals while the
- * worker processes executing them are SIGKILLed and restarted, and while
- * the provider's confirmation webhook is delivered several times, from
- * several connections at once, before, during and after the run reaches
- * its wait. Intents are enqueued inside the driver's own transactions
- * (some of which roll back), and clients retry some keys meanwhile, so
- * their `runOnce` races the workers for due runs.
+ * The durable scenario: runs that sleep, enqueue an outbox message and
+ * wait for signals while the worker processes executing them (and relaying
+ * their messages to a webhook receiver) are SIGKILLed and restarted, and
+ * while the provider's confirmation webhook is delivered several times,
+ * from several connections at once, before, during and after the run
+ * reaches its wait. Intents are enqueued inside the driver's own
+ * transactions (some of which roll back), clients retry some keys
+ * meanwhile, so their `runOnce` races the workers for due runs, and an
+ * operator rewinds some waiting runs to the phase that sent their message
+ * (`retryFrom`, some with `resendOutbox`). Afterwards, runs of a workflow
+ * with a one-second retention are completed, expired and swept while their
+ * keys are retried and their signals repeated.
  *
- * Then everything is checked against the ledger in PostgreSQL: no effect
- * twice, no intent lost (each completed with its capture), no rolled-back
- * enqueue present, and every signal stored and merged into state exactly
- * once, with the payload that was sent. Bounded by counts (intents,
- * deliveries, kills); the only clock is a generous timeout for the runs to
- * finish once the chaos is over.
+ * Then everything is checked against the ledger in PostgreSQL and the
+ * receiver's record of delivery keys: no effect twice, no intent lost
+ * (each completed with its capture, each message received), no rolled-back
+ * enqueue present, every signal stored and merged into state exactly once
+ * with the payload that was sent, and no retry after retention run again.
+ * Bounded by counts (intents, deliveries, kills, rewinds); the only clock
+ * is a generous timeout for the runs to finish once the chaos is over.
  */
-import type { ChildProcess } from "node:child_process";
 import type { Engine } from "@idempo/core";
-import {
-  createEngine,
-  IdempotencyKeyInProgressError,
-  IdempotencyKeyMismatchError,
-  InputValidationError,
-  RunStateError,
-} from "@idempo/core";
+import { createEngine, IdempotencyKeyInProgressError } from "@idempo/core";
+import type { RawBuilder } from "kysely";
 import { sql } from "kysely";
 import type pg from "pg";
 import { createDatabase, dropDatabase, uniqueName } from "../../../testkit/src/index.ts";
 import type { Db } from "../database.ts";
 import { installSchema, kyselyOn, openPool } from "../database.ts";
 import { Random } from "../random.ts";
-import { confirmationV2Workflow, confirmationWorkflow } from "../workflows/confirmation.ts";
+import { briefConfirmationWorkflow, confirmationV2Workflow, confirmationWorkflow } from "../workflows/confirmation.ts";
 import { logEffect } from "../workflows/effects.ts";
-import { exited, spawnWorker } from "./durable-workers.ts";
-
-/** How big a durable run is; every number bounds work, none is a duration budget. */
-export interface DurableOptions {
-  /** Maintenance URL of the server; the scenario makes (and drops) its own database there. */
-  readonly serverUrl: string;
-  /** Intents enqueued (each one run). */
-  readonly intents: number;
-  /** Worker processes running `startWorker` at any time. */
-  readonly workers: number;
-  /** SIGKILLs of one worker process (each replaced at once by a fresh one). */
-  readonly kills: number;
-  /**
-   * Halfway through the single kills, SIGKILL every worker at once and only
-   * then start new ones: for a moment no process holds or knows any run.
-   */
-  readonly killAllOnce: boolean;
-  /** Deliveries of each intent's confirmation (the same payload, from racing connections). */
-  readonly deliveries: number;
-  /** Intents that also get a confirmation with another payload: it must be refused. */
-  readonly conflicts: number;
-  /** Intents that also get a confirmation whose payload fails the wait's schema: it must be refused. */
-  readonly invalidSignals: number;
-  /**
-   * Intents that also get their confirmation from a process that knows only
-   * another version of the workflow: refused with nothing stored (or, after
-   * the real one is in, answered as a repeat of it).
-   */
-  readonly foreignSignals: number;
-  /** Enqueues in transactions that roll back: those runs must never exist. */
-  readonly rolledBack: number;
-  /** Lease of every run, in ms; short, so a killed worker's run is taken over soon. */
-  readonly leaseMs: number;
-  /** Longest sleep of a run, in ms (each sleeps a random time up to it). */
-  readonly maxSleepMs: number;
-  readonly seed: number;
-  readonly log: (line: string) => void;
-}
-
-/** What the durable scenario found. */
-export interface DurableReport {
-  readonly intents: number;
-  /** Worker processes SIGKILLed (and replaced), the ones killed all at once included. */
-  readonly kills: number;
-  /** `engine.signal` calls made, duplicates and conflicts included. */
-  readonly signalsSent: number;
-  /** Deliveries answered `duplicate: true` (the same signal again). */
-  readonly duplicateSignals: number;
-  /** Deliveries that found the run suspended on the wait and woke it. */
-  readonly wokeByDelivery: number;
-  /** Conflicting payloads refused with IdempotencyKeyMismatchError (must equal `conflicts`). */
-  readonly conflictsRefused: number;
-  /** Invalid-payload and other-version signals refused (the other-version repeats of a delivered confirmation count as duplicates instead). */
-  readonly unusableRefused: number;
-  /**
-   * Signals whose call resolved as a new delivery but that the run never
-   * used: an invalid or other-version signal acknowledged, or an accepted
-   * confirmation whose payload is not what the run merged. Must be 0.
-   */
-  readonly acknowledgedUnusable: number;
-  /** Client `runOnce` retries during the chaos, by answer. */
-  readonly clientAnswers: { readonly accepted: number; readonly inProgress: number; readonly completed: number };
-  /** Attempts after the first over all runs: takeovers of a killed worker's run. */
-  readonly takeovers: number;
-  /** Effects (enqueue, authorise, capture) beyond one per intent. Must be 0. */
-  readonly duplicateEffects: number;
-  /** Intents not completed with their capture, or with an effect missing. Must be 0. */
-  readonly lostIntents: number;
-  /** Intents whose signal was not stored, accepted and merged exactly once with the payload sent. Must be 0. */
-  readonly signalsNotOnce: number;
-  /** Anything else broken: a rolled-back enqueue that exists, a conflict accepted, an unexpected error. Must be 0. */
-  readonly otherViolations: number;
-  /** The first violations found. */
-  readonly problems: readonly string[];
-  readonly seconds: number;
-}
-
-/** True when nothing was duplicated, lost, or delivered other than exactly once. */
-export function durablePassed(r: DurableReport): boolean {
-  return (
-    r.duplicateEffects === 0 &&
-    r.lostIntents === 0 &&
-    r.signalsNotOnce === 0 &&
-    r.acknowledgedUnusable === 0 &&
-    r.otherViolations === 0
-  );
-}
-
-/** The one line the scenario prints. */
-export function durableSummaryLine(r: DurableReport): string {
-  return (
-    `durable: intents ${r.intents}, worker kills ${r.kills}, takeovers ${r.takeovers}, signals sent ${r.signalsSent} ` +
-    `(duplicates ${r.duplicateSignals}, conflicts refused ${r.conflictsRefused}, woke ${r.wokeByDelivery}), ` +
-    `unusable refused ${r.unusableRefused}, duplicate effects ${r.duplicateEffects}, lost intents ${r.lostIntents}, ` +
-    `signals not delivered once ${r.signalsNotOnce}, acknowledged-but-unusable ${r.acknowledgedUnusable} ` +
-    `(other violations ${r.otherViolations}, ${r.seconds} s)`
-  );
-}
+import type { Intent } from "./durable-context.ts";
+import { Findings, sleep } from "./durable-context.ts";
+import type { DurableOptions, DurableReport } from "./durable-report.ts";
+import { durablePassed } from "./durable-report.ts";
+import { retainedIntents, runRetention } from "./durable-retention.ts";
+import type { RetryFromTally } from "./durable-retry-from.ts";
+import { rewindOnce } from "./durable-retry-from.ts";
+import { signalSenders } from "./durable-signals.ts";
+import { judgeIntents } from "./durable-verdict.ts";
+import { DurableFleet } from "./durable-workers.ts";
+import { startOutboxReceiver } from "./outbox-receiver.ts";
 
 /** The longest the runs may take to finish once the chaos is over: generous, only a hang reaches it. */
 const FINISH_TIMEOUT_MS = 300_000;
 const SIGNAL_CONNECTIONS = 3;
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
-interface Intent {
-  readonly tenantId: string;
-  readonly key: string;
-  readonly input: { intent: string; sleepMs: number };
-  readonly payload: { intent: string; nonce: string };
+/** Wait until `pending` counts nothing (polled), or the deadline passes; false then. */
+async function drained(db: Db, pending: RawBuilder<{ n: number }>, deadline: number): Promise<boolean> {
+  for (;;) {
+    const { rows } = await pending.execute(db);
+    if ((rows[0]?.n ?? 0) === 0) return true;
+    if (Date.now() > deadline) return false;
+    await sleep(250);
+  }
 }
 
 /** Run the scenario on a fresh database; the database is dropped afterwards unless a check failed. */
@@ -152,34 +67,23 @@ export async function runDurable(options: DurableOptions): Promise<DurableReport
   options.log(
     `durable: database ${name}; ${options.workers} workers, ${options.intents} intents, seed ${options.seed}`,
   );
+  const receiver = await startOutboxReceiver(new Random(options.seed + 1));
   const pool = openPool(url, "idempo-durable-driver", 8);
   const signalPools: pg.Pool[] = Array.from({ length: SIGNAL_CONNECTIONS }, (_, i) =>
     openPool(url, `idempo-durable-signal-${i}`, 4),
   );
   const db = kyselyOn(pool);
-  const engine = createEngine({ db, leaseMs: options.leaseMs });
-  const signalEngines: Engine[] = signalPools.map((p) =>
-    createEngine({ db: kyselyOn(p), workflows: [confirmationWorkflow] }),
-  );
+  const known = [confirmationWorkflow, briefConfirmationWorkflow];
+  const engine = createEngine({ db, leaseMs: options.leaseMs, workflows: known });
+  const signalEngines: Engine[] = signalPools.map((p) => createEngine({ db: kyselyOn(p), workflows: known }));
   // A process that knows only another version of the workflow than the one the runs started under.
   const foreignEngine = createEngine({ db: kyselyOn(signalPools[0] as pg.Pool), workflows: [confirmationV2Workflow] });
-  const problems: string[] = [];
-  let otherViolations = 0;
-  const violation = (text: string) => {
-    otherViolations++;
-    problems.push(text);
-  };
-  const workers = new Set<ChildProcess>();
+  const findings = new Findings();
+  const fleet = new DurableFleet(url, options.leaseMs, receiver);
   let clean = false;
-  const startWorker = async () => {
-    const w = spawnWorker(url, options.leaseMs);
-    workers.add(w.child);
-    w.child.once("exit", () => workers.delete(w.child));
-    await w.ready;
-  };
 
   try {
-    await Promise.all(Array.from({ length: options.workers }, () => startWorker()));
+    await Promise.all(Array.from({ length: options.workers }, () => fleet.start()));
 
     const intents: Intent[] = Array.from({ length: options.intents }, (_, i) => ({
       tenantId: `t${i % 3}`,
@@ -187,6 +91,7 @@ export async function runDurable(options: DurableOptions): Promise<DurableReport
       input: { intent: `i${i}`, sleepMs: Math.floor(rnd.between(0, options.maxSleepMs)) },
       payload: { intent: `i${i}`, nonce: `n${i}-${rnd.below(1_000_000)}` },
     }));
+    const retained = retainedIntents(options.retained, rnd);
     const created = new Map<string, number>();
     const enqueueIn = async (tx: Db, it: Intent) => {
       const res = await engine.enqueue(tx, confirmationWorkflow, {
@@ -222,70 +127,42 @@ export async function runDurable(options: DurableOptions): Promise<DurableReport
         .catch(() => undefined);
     }
 
-    // Chaos and deliveries at once: signals from racing connections, kills, client retries.
-    let signalsSent = 0;
-    let duplicateSignals = 0;
-    let woke = 0;
-    let conflictsRefused = 0;
-    const accepted = new Map<string, number>();
+    // Chaos and deliveries at once: signals from racing connections, kills, client retries, rewinds.
+    const senders = signalSenders({
+      engines: signalEngines,
+      foreign: foreignEngine,
+      rnd,
+      maxSleepMs: options.maxSleepMs,
+      findings,
+    });
+    const signals = senders.tally;
     const answers = { accepted: 0, inProgress: 0, completed: 0 };
-    const deliver = async (it: Intent, payload: unknown, conflict: boolean) => {
-      const via = signalEngines[rnd.below(signalEngines.length)] as Engine;
-      signalsSent++;
-      try {
-        const res = await via.signal(it.tenantId, it.key, "confirmed", payload);
-        if (conflict) violation(`${it.tenantId}/${it.key}: a conflicting confirmation was accepted`);
-        else if (res.duplicate) duplicateSignals++;
-        else accepted.set(it.key, (accepted.get(it.key) ?? 0) + 1);
-        if (res.woke) woke++;
-      } catch (error) {
-        if (conflict && error instanceof IdempotencyKeyMismatchError) conflictsRefused++;
-        else violation(`${it.tenantId}/${it.key}: signal raised ${String(error)}`);
-      }
-    };
+    const deadline = Date.now() + FINISH_TIMEOUT_MS;
+    const retries: RetryFromTally = { rewound: new Map(), resent: new Set(), plain: 0, resend: 0 };
+    // The operator rewinds these while they wait; their confirmations are held back until it is done.
+    const rewinds = new Map(
+      intents
+        .filter((_, i) => i % 4 === 1)
+        .slice(0, options.retries)
+        .map((it, j) => [it.key, rewindOnce(engine, it, j % 2 === 1, { rnd, tally: retries, findings, deadline })]),
+    );
     const deliveries = intents.flatMap((it) =>
       Array.from({ length: options.deliveries }, () => ({ it, at: rnd.between(0, options.maxSleepMs * 2) })),
     );
     const conflicted = intents.slice(0, options.conflicts);
-    // Signals the run cannot use: each call must throw (nothing stored), or, for the other-version
-    // process, answer as a repeat of the confirmation already delivered; a resolved new delivery is
-    // acknowledged-but-unusable.
-    let unusableRefused = 0;
-    let acknowledgedUnusable = 0;
-    const sendUnusable = async (it: Intent, foreign: boolean) => {
-      await sleep(rnd.between(0, options.maxSleepMs * 2));
-      signalsSent++;
-      const via = foreign ? foreignEngine : (signalEngines[rnd.below(signalEngines.length)] as Engine);
-      const payload = foreign ? it.payload : { intent: it.payload.intent, nonce: 7 };
-      try {
-        const res = await via.signal(it.tenantId, it.key, "confirmed", payload);
-        if (foreign && res.duplicate) duplicateSignals++;
-        else {
-          acknowledgedUnusable++;
-          problems.push(
-            `${it.tenantId}/${it.key}: an ${foreign ? "other-version" : "invalid"} signal was acknowledged`,
-          );
-        }
-      } catch (error) {
-        const refused =
-          error instanceof RunStateError ||
-          (!foreign && (error instanceof InputValidationError || error instanceof IdempotencyKeyMismatchError));
-        if (refused) unusableRefused++;
-        else violation(`${it.tenantId}/${it.key}: an unusable signal raised ${String(error)}`);
-      }
-    };
     const unusableDone = Promise.all([
-      ...intents.slice(intents.length - options.invalidSignals).map((it) => sendUnusable(it, false)),
-      ...intents.slice(0, options.foreignSignals).map((it) => sendUnusable(it, true)),
+      ...intents.slice(intents.length - options.invalidSignals).map((it) => senders.sendUnusable(it, false)),
+      ...intents.slice(0, options.foreignSignals).map((it) => senders.sendUnusable(it, true)),
     ]);
     const deliveriesDone = Promise.all(
       deliveries.map(async ({ it, at }) => {
+        await rewinds.get(it.key);
         await sleep(at);
-        await deliver(it, it.payload, false);
+        await senders.deliver(it, it.payload, false);
       }),
     ).then(async () => {
       // After the first delivery is in: another payload under the same name must be refused.
-      await Promise.all(conflicted.map((it) => deliver(it, { ...it.payload, nonce: "forged" }, true)));
+      await Promise.all(conflicted.map((it) => senders.deliver(it, { ...it.payload, nonce: "forged" }, true)));
     });
     const clientsDone = Promise.all(
       intents
@@ -300,152 +177,102 @@ export async function runDurable(options: DurableOptions): Promise<DurableReport
             });
             if (res.outcome === "suspended") answers.accepted++;
             else if (res.status === 201) answers.completed++;
-            else violation(`${it.tenantId}/${it.key}: a client got ${res.status} ${res.outcome}`);
+            else findings.violation(`${it.tenantId}/${it.key}: a client got ${res.status} ${res.outcome}`);
           } catch (error) {
             if (error instanceof IdempotencyKeyInProgressError) answers.inProgress++;
-            else violation(`${it.tenantId}/${it.key}: a client got ${String(error)}`);
+            else findings.violation(`${it.tenantId}/${it.key}: a client got ${String(error)}`);
           }
         }),
     );
-    let kills = 0;
     const killsDone = (async () => {
       for (let single = 0; single < options.kills; single++) {
         await sleep(rnd.between(50, Math.max(100, options.maxSleepMs / 2)));
         if (options.killAllOnce && single === Math.floor(options.kills / 2)) {
-          const all = [...workers];
-          for (const w of all) w.kill("SIGKILL");
-          await Promise.all(all.map(exited));
-          kills += all.length;
-          options.log(`durable: killed all ${all.length} workers at once`);
-          await Promise.all(all.map(() => startWorker()));
+          options.log(`durable: killed all ${await fleet.killAll()} workers at once`);
         }
-        const victim = [...workers][rnd.below(workers.size)];
-        if (!victim) continue;
-        victim.kill("SIGKILL");
-        kills++;
-        await exited(victim);
-        await startWorker();
+        await fleet.killOne((n) => rnd.below(n));
       }
     })();
-    await Promise.all([deliveriesDone, unusableDone, clientsDone, killsDone]);
+    await Promise.all([deliveriesDone, unusableDone, clientsDone, killsDone, ...rewinds.values()]);
 
     // Every run finishes on the workers that are left (bounded by count; the timeout only catches a hang).
-    const deadline = Date.now() + FINISH_TIMEOUT_MS;
-    for (;;) {
-      const { rows } = await sql<{ n: number }>`
-        SELECT count(*)::int AS n FROM idempo.runs WHERE workflow = 'confirmation' AND status <> 'completed'
-      `.execute(db);
-      if ((rows[0]?.n ?? 0) === 0) break;
-      if (Date.now() > deadline) {
-        options.log(`durable: ${rows[0]?.n} runs not completed after the chaos`);
-        break;
-      }
-      await sleep(250);
-    }
+    const unfinished = sql<{ n: number }>`
+      SELECT count(*)::int AS n FROM idempo.runs WHERE workflow = 'confirmation' AND status <> 'completed'
+    `;
+    if (!(await drained(db, unfinished, deadline))) options.log("durable: runs not completed after the chaos");
 
-    // The verdict, from the ledger.
-    let duplicateEffects = 0;
-    let lostIntents = 0;
-    let signalsNotOnce = 0;
-    let takeovers = 0;
-    const { rows: effects } = await sql<{ key: string; phase: string; n: number }>`
-      SELECT key, phase, count(*)::int AS n FROM shop.effects WHERE workflow = 'confirmation' GROUP BY key, phase
-    `.execute(db);
-    const { rows: captures } = await sql<{ key: string; nonce: string; n: number }>`
-      SELECT key, min(nonce) AS nonce, count(*)::int AS n FROM shop.captures GROUP BY key
-    `.execute(db);
-    const { rows: stored } = await sql<{ key: string; n: number; payload: string }>`
-      SELECT key, count(*)::int AS n, min(payload::text) AS payload FROM idempo.signals GROUP BY key
-    `.execute(db);
-    const count = (key: string, phase: string) => effects.find((e) => e.key === key && e.phase === phase)?.n ?? 0;
-    for (const it of intents) {
-      const where = `${it.tenantId}/${it.key}`;
-      for (const phase of ["order_placed", "authorise", "capture"]) {
-        const n = count(it.key, phase);
-        if (n > 1) {
-          duplicateEffects += n - 1;
-          problems.push(`${where}: ${phase} committed ${n} times`);
-        }
-      }
-      const capture = captures.find((c) => c.key === it.key);
-      if ((capture?.n ?? 0) > 1) {
-        duplicateEffects += (capture?.n ?? 0) - 1;
-        problems.push(`${where}: captured ${capture?.n} times`);
-      }
-      if ((created.get(it.key) ?? 0) !== 1) violation(`${where}: enqueue created it ${created.get(it.key) ?? 0} times`);
-      const record = await engine.inspect(it.tenantId, it.key);
-      takeovers += Math.max(0, (record?.attempt ?? 1) - 1);
-      const complete =
-        record?.status === "completed" &&
-        record.response?.status === 201 &&
-        count(it.key, "order_placed") >= 1 &&
-        count(it.key, "authorise") >= 1 &&
-        count(it.key, "capture") >= 1 &&
-        capture !== undefined;
-      if (!complete) {
-        lostIntents++;
-        problems.push(
-          `${where}: not completed with its capture (status ${record?.status}, response ${record?.response?.status})`,
-        );
-        continue;
-      }
-      const sig = stored.find((s) => s.key === it.key);
-      const body = record.response?.body as { nonce?: string } | undefined;
-      const state = record.state as { confirmed?: unknown };
-      const once =
-        sig?.n === 1 &&
-        JSON.stringify(JSON.parse(sig.payload)) === JSON.stringify(it.payload) &&
-        accepted.get(it.key) === 1 &&
-        JSON.stringify(state.confirmed) === JSON.stringify(it.payload) &&
-        body?.nonce === it.payload.nonce &&
-        capture?.nonce === it.payload.nonce;
-      if (accepted.get(it.key) === 1 && JSON.stringify(state.confirmed) !== JSON.stringify(it.payload)) {
-        acknowledgedUnusable++;
-        problems.push(`${where}: an accepted confirmation is not what the run merged`);
-      }
-      if (!once) {
-        signalsNotOnce++;
-        problems.push(
-          `${where}: signal stored ${sig?.n ?? 0}x, accepted ${accepted.get(it.key) ?? 0}x, state ${JSON.stringify(state.confirmed)}, capture ${capture?.nonce}`,
-        );
-      }
-    }
+    // The verdict, from the ledger; then the retention stage, then the receiver's count by delivery key.
+    const verdict = await judgeIntents(
+      db,
+      engine,
+      intents,
+      { created, accepted: signals.accepted, rewound: retries.rewound },
+      findings,
+    );
     for (const r of rolledBack) {
-      if (await engine.inspect(r.tenantId, r.key)) violation(`${r.tenantId}/${r.key}: a rolled-back enqueue exists`);
+      if (await engine.inspect(r.tenantId, r.key)) {
+        findings.violation(`${r.tenantId}/${r.key}: a rolled-back enqueue exists`);
+      }
     }
-    if (conflictsRefused !== conflicted.length) {
-      violation(`${conflictsRefused} of ${conflicted.length} conflicting confirmations refused`);
+    if (signals.conflictsRefused !== conflicted.length) {
+      findings.violation(`${signals.conflictsRefused} of ${conflicted.length} conflicting confirmations refused`);
+    }
+    const retention = await runRetention(db, { driver: engine, signal: signalEngines[1] as Engine }, retained, {
+      rnd,
+      findings,
+      deadline: Date.now() + FINISH_TIMEOUT_MS,
+    });
+    const pending = sql<{ n: number }>`SELECT count(*)::int AS n FROM idempo.outbox WHERE status = 'pending'`;
+    if (!(await drained(db, pending, Date.now() + FINISH_TIMEOUT_MS))) options.log("durable: outbox not drained");
+    const expected = new Map([
+      ...intents.map((it) => [`${it.tenantId}/${it.input.intent}`, retries.resent.has(it.key) ? 2 : 1] as const),
+      ...retained.map((it) => [`${it.tenantId}/${it.input.intent}`, 1] as const),
+    ]);
+    const outbox = receiver.verdict(expected);
+    for (const p of outbox.problems) findings.note(p);
+    if (outbox.intendedResends !== retries.resend) {
+      findings.violation(`${outbox.intendedResends} intended resends arrived, ${retries.resend} asked for`);
     }
     const report: DurableReport = {
       intents: intents.length,
-      kills,
-      signalsSent,
-      duplicateSignals,
-      wokeByDelivery: woke,
-      conflictsRefused,
-      unusableRefused,
-      acknowledgedUnusable,
+      kills: fleet.kills,
+      signalsSent: signals.sent,
+      duplicateSignals: signals.duplicates,
+      wokeByDelivery: signals.woke,
+      conflictsRefused: signals.conflictsRefused,
+      unusableRefused: signals.unusableRefused,
+      acknowledgedUnusable:
+        signals.acknowledgedUnusable + verdict.acknowledgedUnusable + retention.acknowledgedUnusable,
       clientAnswers: answers,
-      takeovers,
-      duplicateEffects,
-      lostIntents,
-      signalsNotOnce,
-      otherViolations,
-      problems,
+      takeovers: verdict.takeovers,
+      retriedFrom: { plain: retries.plain, resend: retries.resend },
+      outbox: {
+        messages: outbox.messages,
+        deliveries: outbox.deliveries,
+        redeliveries: outbox.redeliveries,
+        intendedResends: outbox.intendedResends,
+      },
+      retention: {
+        intents: retention.intents,
+        replays: retention.replays,
+        keyExpired: retention.keyExpired,
+        signals: retention.signals,
+        expiredSignals: retention.expiredSignals,
+        reExecutions: retention.reExecutions,
+      },
+      duplicateEffects: verdict.duplicateEffects + outbox.duplicateEffects + retention.duplicateEffects,
+      lostIntents: verdict.lostIntents + outbox.lost + retention.lostIntents,
+      signalsNotOnce: verdict.signalsNotOnce,
+      otherViolations: findings.other,
+      problems: findings.problems,
       seconds: Math.round((Date.now() - started) / 1000),
     };
     clean = durablePassed(report);
     if (!clean) options.log(`durable: checks failed; database ${name} kept for inspection`);
     return report;
   } finally {
-    await Promise.all(
-      [...workers].map(async (w) => {
-        w.send("stop", () => undefined);
-        const timer = setTimeout(() => w.kill("SIGKILL"), 30_000);
-        await exited(w);
-        clearTimeout(timer);
-      }),
-    );
+    await fleet.stop();
+    await receiver.close();
     await Promise.all([pool.end(), ...signalPools.map((p) => p.end())]);
     if (clean) await dropDatabase(options.serverUrl, name);
   }

@@ -118,7 +118,7 @@ export async function reclaimExpiredKey(db: Executor, t: Tables, run: NewRun): P
       t,
       run,
       sql`status = 'in_flight', owner_token = ${run.ownerToken},
-          locked_until = clock_timestamp() + ${leaseInterval(run.leaseMs)}, attempt = 1, outbox_round = 0,
+          locked_until = clock_timestamp() + ${leaseInterval(run.leaseMs)}, attempt = 1,
           wake_at = NULL, durable = false`,
       sql`1`,
     )}
@@ -132,7 +132,8 @@ export async function reclaimExpiredKey(db: Executor, t: Tables, run: NewRun): P
  * reuses a key whose completed record is past retention and past its
  * tombstone's time: `reset` rewrites the record as the new run `run` (with
  * `start`, the SET items in which a claimed and an enqueued run differ) and
- * returns `returning`; the other two delete the old run's history and
+ * returns `returning`; nothing of the old run stays in the row (its wait,
+ * deadline, outbox round, trace parent). The other two delete the old run's history and
  * signals, only when the rewrite happened. Shared by the claim's reclaim and
  * the enqueue's (store/enqueue.ts).
  *
@@ -152,8 +153,8 @@ export function rewriteExpiredRecord(
       SET run_id = ${run.runId}, workflow = ${run.workflow}, definition = ${JSON.stringify(run.outline)}::json,
           definition_hash = ${run.definitionHash}, workflow_version = ${run.workflowVersion},
           fingerprint = ${run.fingerprint}, input = ${run.input}::json, parsed_input_hash = ${run.parsedInputHash},
-          ${start}, attempt_floor = 0, parked_reason = NULL, parked_at = NULL, wait_kind = NULL, wait_name = NULL,
-          recovery_point = NULL, state = '{}', retention_ms = ${run.retentionMs},
+          ${start}, attempt_floor = 0, outbox_round = 0, trace_parent = NULL, parked_reason = NULL, parked_at = NULL,
+          wait_kind = NULL, wait_name = NULL, wait_until = NULL, recovery_point = NULL, state = '{}', retention_ms = ${run.retentionMs},
           tombstone_ms = ${run.tombstoneMs}, outcome = NULL, response_status = NULL, response_body = NULL,
           expires_at = NULL, created_at = now(), updated_at = now(), completed_at = NULL
       WHERE tenant_id = ${run.tenantId} AND key = ${run.key}

@@ -121,7 +121,7 @@ export async function reclaimExpiredForEnqueue(tx: Executor, t: Tables, run: Enq
       t,
       run,
       sql`status = 'suspended', owner_token = NULL, locked_until = NULL, attempt = 0,
-          wake_at = clock_timestamp(), durable = true, trace_parent = NULL`,
+          wake_at = clock_timestamp(), durable = true`,
       sql`workflow`,
     )}, notified AS (
       SELECT pg_notify(${DUE_CHANNEL}, workflow) FROM reset

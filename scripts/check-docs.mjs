@@ -73,11 +73,13 @@ const EXAMPLES = {
     "replaces",
     "respond",
   ],
+  "packages/testing/src/test-clock.ts": ["createTestClock"],
 };
 
 /** What every docstring example may use without importing it. */
 const DOCSTRING_PRELUDE = `import type { Engine, Workflow } from "@idempo/core";
 import { createEngine, workflow } from "@idempo/core";
+import { createTestClock } from "@idempo/testing";
 import type { Kysely } from "kysely";
 import { z } from "zod";
 interface Database {

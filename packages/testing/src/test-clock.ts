@@ -114,10 +114,17 @@ function emptyReport() {
  * @throws TypeError when `engine` was not made by `createEngine`.
  *
  * @example
- * const clock = createTestClock(engine, { workflows: [onboarding] })
- * await engine.runOnce(onboarding, { tenantId: 't', key: 'u-1', input: { userId: 'u-1' } }) // suspends for 7 days
- * await clock.advance(7 * 24 * 60 * 60 * 1000)
- * const record = await engine.inspect('t', 'u-1') // completed
+ * ```ts
+ * const DAY = 24 * 60 * 60 * 1000
+ * const trial = workflow("trial")
+ *   .input(z.object({ user: z.string() }))
+ *   .sleep("trial_period", 7 * DAY)
+ *   .phase("convert", () => ({ converted: true }))
+ *   .respond(({ state }) => ({ status: 200, body: state }))
+ * const clock = createTestClock(engine, { workflows: [trial] })
+ * await engine.runOnce(trial, { tenantId: "t", key: "u-1", input: { user: "u-1" } }) // 202: asleep for 7 days
+ * const report = await clock.advance(7 * DAY) // report.resumed[0]: { key: "u-1", status: 200, ... }
+ * ```
  */
 export function createTestClock(engine: Engine, options: TestClockOptions): TestClock {
   checkOptions("createTestClock", OPTIONS, options);

@@ -64,7 +64,9 @@ describe("checkout-3ds under the test clock", () => {
     expect([await statusOf(late.key), await statusOf(never.key)]).toEqual(["suspended", "suspended"]);
 
     // The customer passes the challenge; the provider's webhook (repeated once) signals the run.
-    const paymentId = ((await engine.inspect(TENANT, late.key))?.state as { paymentId: string }).paymentId;
+    const paymentId = ((await engine.inspect(TENANT, late.key))?.state as { paymentId?: string } | undefined)
+      ?.paymentId;
+    if (!paymentId) throw new Error("the authorize step should have recorded the payment");
     expect((await psp.confirm(paymentId, { repeats: 1 })).map((d) => d.status)).toEqual([200, 200]);
     const confirmed = await clock.runUntilIdle();
     expect(confirmed.resumed).toEqual([expect.objectContaining({ key: late.key, status: 201 })]);

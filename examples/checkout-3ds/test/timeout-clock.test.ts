@@ -5,20 +5,17 @@
  * other. Nothing waits for real time: the clock moves the engine's time and
  * runs what becomes due in the test's own process, so no worker runs.
  */
-import type { AddressInfo } from "node:net";
-import type { ServerType } from "@hono/node-server";
-import { serve } from "@hono/node-server";
 import type { Engine } from "@idempo/core";
 import { createEngine } from "@idempo/core";
 import { createTestClock, type TestClock } from "@idempo/testing";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { useClonedDatabase } from "../../../packages/testkit/src/index.ts";
-import { shopApp } from "../src/app.ts";
 import { call } from "../src/client.ts";
 import { createOrdersTable, orderStatuses } from "../src/orders.ts";
 import { FakePsp } from "../src/psp.ts";
 import { PspClient } from "../src/psp-client.ts";
 import { checkout3ds } from "../src/workflow.ts";
+import { type ShopServer, serveShop } from "./support/shop-server.ts";
 
 const clone = useClonedDatabase("idempo_3ds_clock", { prepare: (db) => createOrdersTable(db) });
 const TENANT = "acme";
@@ -28,7 +25,7 @@ const MINUTE = 60_000;
 const psp = new FakePsp({ webhookSecret: SECRET });
 let engine: Engine;
 let clock: TestClock;
-let server: ServerType;
+let shop: ShopServer | undefined;
 let shopUrl = "";
 
 beforeAll(async () => {
@@ -36,16 +33,12 @@ beforeAll(async () => {
   engine = createEngine({ db: clone.db });
   const flow = checkout3ds(new PspClient(pspUrl), { confirmTimeoutMs: 15 * MINUTE });
   clock = createTestClock(engine, { workflows: [flow] });
-  const app = shopApp(engine, flow, { webhookSecret: SECRET });
-  server = await new Promise<ServerType>((resolve) => {
-    const s = serve({ fetch: app.fetch, port: 0, hostname: "127.0.0.1" }, () => resolve(s));
-  });
-  shopUrl = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
-  psp.webhookUrl = `${shopUrl}/webhooks/psp`;
+  shop = await serveShop(engine, flow, psp, SECRET);
+  shopUrl = shop.url;
 });
 
 afterAll(async () => {
-  await new Promise<void>((resolve) => (server ? server.close(() => resolve()) : resolve()));
+  await shop?.close();
   await psp.close();
 });
 

@@ -65,9 +65,18 @@ export type WrappedHandler<A extends unknown[]> = (
  * @throws InvalidOptionError (at once) for an unknown or malformed option.
  *
  * @example
- * // app/api/orders/route.ts (Next.js App Router)
- * export const POST = idempotency(engine, { tenant: (req) => accountOf(req), required: true },
- *   async (request, run) => Response.json(await createOrder(await request.json(), run?.derivedKey), { status: 201 }))
+ * ```ts
+ * // app/api/orders/route.ts (Next.js App Router): `export const POST = ...`
+ * const accountOf = (request: Request) => request.headers.get("x-account") ?? undefined; // your authentication
+ * const POST = idempotency(engine, { tenant: accountOf, required: true }, async (request, run) => {
+ *   const order = (await request.json()) as { amountCents: number };
+ *   const charge = await payments.charge(order.amountCents, {
+ *     idempotencyKey: run?.derivedKey ?? crypto.randomUUID(),
+ *     signal: request.signal,
+ *   });
+ *   return Response.json({ chargeId: charge.id }, { status: 201 });
+ * });
+ * ```
  */
 export function idempotency<A extends unknown[] = []>(
   engine: Engine,
@@ -119,11 +128,14 @@ export function idempotency<A extends unknown[] = []>(
  * @throws InvalidOptionError (at once) for an unknown or malformed option; TypeError without a workflow.
  *
  * @example
- * // app/api/checkout/route.ts (Next.js App Router)
- * export const POST = idempotent(engine, checkout, {
- *   tenant: (request) => accountOf(request),
- *   input: (request) => request.json(),
- * })
+ * ```ts
+ * // app/api/checkout/route.ts (Next.js App Router): `export const POST = ...`
+ * const POST = idempotent(engine, checkout, {
+ *   tenant: (request) => request.headers.get("x-account") ?? undefined, // your authentication
+ *   input: async (request) => (await request.json()) as { cartId: string; amountCents: number },
+ * });
+ * // Bun: Bun.serve({ fetch: POST }); Deno: Deno.serve(POST)
+ * ```
  */
 export function idempotent<In, B>(
   engine: Engine,
@@ -162,11 +174,17 @@ export function idempotent<In, B>(
  * @throws InvalidOptionError (at once) for an unknown or malformed option.
  *
  * @example
+ * ```ts
  * // app/api/webhooks/psp/route.ts
- * export const POST = webhook(engine, {
- *   verify: ({ request, rawBody }) => psp.verifySignature(rawBody, request.headers.get('psp-signature')),
- *   signal: ({ body }) => ({ tenantId: body.account, key: body.metadata.orderKey, name: '3ds', payload: body.result }),
- * })
+ * const signatureOf = (body: Buffer) => `sha-of-${body.length}`; // the provider's signature scheme
+ * const POST = webhook(engine, {
+ *   verify: ({ request, rawBody }) => request.headers.get("psp-signature") === signatureOf(rawBody),
+ *   signal: ({ body }) => {
+ *     const event = body as { account: string; orderKey: string; result: string };
+ *     return { tenantId: event.account, key: event.orderKey, name: "3ds", payload: { result: event.result } };
+ *   },
+ * });
+ * ```
  */
 export function webhook(engine: Engine, options: WebhookOptions<Request>): (request: Request) => Promise<Response> {
   const route = webhookRoute(engine, options);

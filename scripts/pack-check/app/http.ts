@@ -10,7 +10,7 @@ import type { AddressInfo } from "node:net";
 import { createEngine } from "@idempo/core";
 import { idempotent as onExpress } from "@idempo/http/express";
 import { idempotent as onFastify } from "@idempo/http/fastify";
-import { idempotency as wrapFetch, idempotent as onFetch } from "@idempo/http/fetch";
+import { idempotent as onFetch, idempotency as wrapFetch } from "@idempo/http/fetch";
 import { idempotent as onHono } from "@idempo/http/hono";
 import express from "express";
 import Fastify from "fastify";

@@ -7,7 +7,6 @@
 import type { Engine, Workflow } from "@idempo/core";
 import type { Context, Env, Handler, MiddlewareHandler } from "hono";
 import { matchedRoutes } from "hono/route";
-import { captureResponse, fetchRequestHeaders, finishedResponse, readFetchBody, toResponse } from "./fetch-response.js";
 import { IDEMPOTENCY_KEY_HEADER } from "../header/idempotency-key.js";
 import type { BodyFacts } from "../request/body.js";
 import { bodyFromBytes } from "../request/body.js";
@@ -22,6 +21,7 @@ import { runWebhookRoute, webhookRoute } from "../runtime/webhook-route.js";
 import { isWorkflowRoute, markWorkflowRoute, runWorkflowRoute, workflowRoute } from "../runtime/workflow-route.js";
 import type { HandlerRun } from "../runtime/wrapped-run.js";
 import { startWrapped } from "../runtime/wrapped-run.js";
+import { captureResponse, fetchRequestHeaders, finishedResponse, readFetchBody, toResponse } from "./fetch-response.js";
 
 export type { HandlerRun } from "../runtime/wrapped-run.js";
 

@@ -6,10 +6,10 @@
  * route). Handlers count their runs by tag or key.
  */
 import { randomUUID } from "node:crypto";
-import { gzipSync } from "node:zlib";
 import http from "node:http";
 import http2 from "node:http2";
 import type { AddressInfo } from "node:net";
+import { gzipSync } from "node:zlib";
 import fastifyCompress from "@fastify/compress";
 import type { ServerType } from "@hono/node-server";
 import { serve } from "@hono/node-server";
@@ -25,8 +25,8 @@ import { compress } from "hono/compress";
 import Negotiator from "negotiator";
 import { z } from "zod";
 import * as ex from "../../../src/adapters/express.ts";
-import * as fe from "../../../src/adapters/fetch.ts";
 import * as fa from "../../../src/adapters/fastify.ts";
+import * as fe from "../../../src/adapters/fetch.ts";
 import * as ho from "../../../src/adapters/hono.ts";
 import { fetchRouter, serveFetch } from "../fetch-server.ts";
 

@@ -28,7 +28,7 @@ export async function readFetchBody(
 }
 
 /** A Fetch `Headers` as a plain record; `set-cookie` lines stay separate. */
-export function headersRecord(headers: Headers): Record<string, string | string[]> {
+function headersRecord(headers: Headers): Record<string, string | string[]> {
   const out: Record<string, string | string[]> = {};
   for (const [name, value] of headers) if (name !== "set-cookie") out[name] = value;
   const cookies = headers.getSetCookie();

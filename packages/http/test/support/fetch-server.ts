@@ -7,8 +7,8 @@
  */
 import http from "node:http";
 import http2 from "node:http2";
-import type { AddressInfo } from "node:net";
 import { Readable } from "node:stream";
+import { listenOnLoopback } from "./loopback.ts";
 import type { RunningApp } from "./routes.ts";
 
 export type FetchHandler = (request: Request) => Promise<Response>;
@@ -33,8 +33,10 @@ function toRequest(req: Incoming): Request {
   } as RequestInit);
 }
 
-async function write(response: Response, res: Outgoing): Promise<void> {
+async function write(response: Response, req: Incoming, res: Outgoing): Promise<void> {
   res.statusCode = response.status;
+  // A body left unread (a 413) is still on the wire: on HTTP/1.1 that connection cannot carry another request.
+  if (!req.complete && req.httpVersionMajor === 1) res.setHeader("connection", "close");
   for (const [name, value] of response.headers) if (name !== "set-cookie") res.setHeader(name, value);
   const cookies = response.headers.getSetCookie();
   if (cookies.length > 0) res.setHeader("set-cookie", cookies);
@@ -51,19 +53,10 @@ export async function serveFetch(handle: FetchHandler, options: { http2?: boolea
     } catch {
       response = Response.json({ error: "internal" }, { status: 500 });
     }
-    await write(response, res).catch(() => res.destroy());
+    await write(response, req, res).catch(() => res.destroy());
   };
   const server = options.http2 ? http2.createServer(listener) : http.createServer(listener);
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-  const { port } = server.address() as AddressInfo;
-  return {
-    url: `http://127.0.0.1:${port}`,
-    close: () =>
-      new Promise<void>((resolve) => {
-        if ("closeAllConnections" in server) server.closeAllConnections();
-        server.close(() => resolve());
-      }),
-  };
+  return listenOnLoopback(server);
 }
 
 /** A router over Fetch handlers by method and path pattern (`/orders/:id`); 404 for anything else. */

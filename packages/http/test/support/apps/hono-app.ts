@@ -1,5 +1,4 @@
 import http2 from "node:http2";
-import type { AddressInfo } from "node:net";
 import type { ServerType } from "@hono/node-server";
 import { serve } from "@hono/node-server";
 import type { Context } from "hono";
@@ -7,6 +6,7 @@ import { Hono } from "hono";
 import type { IdempotencyVariables } from "../../../src/adapters/hono.ts";
 import { idempotency, idempotent } from "../../../src/adapters/hono.ts";
 import { answerResponse, parsedFetchBody } from "../fetch-answers.ts";
+import { runningOn } from "../loopback.ts";
 import type { Harness, TestRequest } from "../routes.ts";
 import { FAIL_BEFORE_HANDLER, mountedHandlers, tenantOf, testRoutes } from "../routes.ts";
 
@@ -65,14 +65,6 @@ export const honoHarness: Harness = {
         () => resolve(s),
       );
     });
-    const { port } = server.address() as AddressInfo;
-    return {
-      url: `http://127.0.0.1:${port}`,
-      close: () =>
-        new Promise<void>((resolve) => {
-          if ("closeAllConnections" in server) server.closeAllConnections();
-          server.close(() => resolve());
-        }),
-    };
+    return runningOn(server);
   },
 };

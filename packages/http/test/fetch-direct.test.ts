@@ -15,6 +15,7 @@ import { describe, expect, it } from "vitest";
 import { z } from "zod";
 import type { HandlerRun } from "../src/adapters/fetch.ts";
 import { idempotency, idempotent, webhook } from "../src/adapters/fetch.ts";
+import { deferred } from "../src/runtime/deferred.ts";
 import { useTestDatabase } from "./support/database.ts";
 
 const t = useTestDatabase();
@@ -106,28 +107,22 @@ describe("a wrapped Fetch handler, called directly", () => {
   });
 
   it("answers 409 key_in_progress while the first runs and 422 key_mismatch for another body or path", async () => {
-    let release!: () => void;
-    const held = new Promise<void>((r) => {
-      release = r;
-    });
-    let entered!: () => void;
-    const inside = new Promise<void>((r) => {
-      entered = r;
-    });
+    const held = deferred<void>();
+    const inside = deferred<void>();
     let ran = 0;
     const POST = idempotency(t.engine, { tenant }, async () => {
       ran++;
-      entered();
-      await held;
+      inside.resolve();
+      await held.promise;
       return Response.json({ ok: true }, { status: 201 });
     });
     const key = `k-${randomUUID()}`;
     const first = POST(post("/api/pay", key, { amount: 5 }));
-    await inside;
+    await inside.promise;
     const busy = await POST(post("/api/pay", key, { amount: 5 }));
     expect(busy.headers.get("retry-after")).not.toBeNull();
     expect(await problem(busy)).toEqual({ status: 409, type: "application/problem+json", code: "key_in_progress" });
-    release();
+    held.resolve();
     expect((await first).status).toBe(201);
     expect(await problem(await POST(post("/api/pay", key, { amount: 6 })))).toMatchObject({
       status: 422,

@@ -23,7 +23,7 @@ import type { IdempotencyOptions, IdempotentOptions } from "../runtime/options.j
 import { wrapSettings } from "../runtime/options.js";
 import type { WebhookOptions } from "../runtime/webhook-route.js";
 import { runWebhookRoute, webhookRoute } from "../runtime/webhook-route.js";
-import { markWorkflowRoute, runWorkflowRoute, workflowRoute } from "../runtime/workflow-route.js";
+import { runWorkflowRoute, workflowRoute } from "../runtime/workflow-route.js";
 import type { HandlerRun } from "../runtime/wrapped-run.js";
 import { startWrapped } from "../runtime/wrapped-run.js";
 import { captureResponse, fetchRequestHeaders, finishedResponse, readFetchBody, toResponse } from "./fetch-response.js";
@@ -143,7 +143,7 @@ export function idempotent<In, B>(
   options: IdempotentOptions<Request, In>,
 ): (request: Request) => Promise<Response> {
   const route = workflowRoute(engine, workflow, options);
-  const handler = async (request: Request) =>
+  return async (request: Request) =>
     toResponse(
       await runWorkflowRoute(route, {
         keyLines: keyLinesOf(request),
@@ -156,7 +156,6 @@ export function idempotent<In, B>(
         location: async (run) => options.location?.(request, run),
       }),
     );
-  return markWorkflowRoute(handler, route);
 }
 
 /**
@@ -188,7 +187,7 @@ export function idempotent<In, B>(
  */
 export function webhook(engine: Engine, options: WebhookOptions<Request>): (request: Request) => Promise<Response> {
   const route = webhookRoute(engine, options);
-  const handler = async (request: Request) =>
+  return async (request: Request) =>
     toResponse(
       await runWebhookRoute(route, {
         request,
@@ -196,7 +195,6 @@ export function webhook(engine: Engine, options: WebhookOptions<Request>): (requ
         rawBody: async (maxBytes) => (await bytesOf(request, maxBytes)) ?? Buffer.alloc(0),
       }),
     );
-  return markWorkflowRoute(handler, route);
 }
 
 /** The key header as Fetch gives it: repeated lines arrive joined with a comma, which the parser refuses. */

@@ -11,6 +11,8 @@
 #   cluster.sh kill-primary  kill -9 the leader's postmaster; print "<node> <pid>"
 #   cluster.sh switchover    graceful switchover to the standby; wait until the front
 #                            routes to it; print the new leader's name
+#   cluster.sh primary-pid   print "<node> <pid>" of the leader's postmaster, for a caller
+#                            that kills it itself without waiting for this script
 #   cluster.sh leader        print the leader's name (empty when there is none)
 #   cluster.sh node-url NAME print a node's own connection string (not through HAProxy)
 #
@@ -20,7 +22,9 @@
 #
 # Knobs: IDEMPO_FAILOVER_PORT (first of the ports it uses, default 15430: the front
 # on +0, PostgreSQL on +1 and +2, Patroni's REST API on +11 and +12, etcd on +21
-# and +22), IDEMPO_FAILOVER_DIR (state folder, default $TMPDIR/idempo-failover-<port>).
+# and +22), IDEMPO_FAILOVER_DIR (state folder, default $TMPDIR/idempo-failover-<port>),
+# IDEMPO_FAILOVER_SYNC (default on; off runs asynchronous replication, to show what
+# a failover then loses: the failover test is expected to fail that way).
 #
 # What it sets and why (docs/operations.md says more):
 # - synchronous_mode: every acknowledged commit is on the standby before the
@@ -45,6 +49,8 @@ ETCD_PEER_PORT=$((PORT + 22))
 STATS_PORT=$((PORT + 9))
 NODES=(node1 node2)
 SCOPE="idempo-failover-$PORT"
+SYNC="${IDEMPO_FAILOVER_SYNC:-on}"
+[ "$SYNC" = on ] || [ "$SYNC" = off ] || { echo "[cluster] IDEMPO_FAILOVER_SYNC must be on or off" >&2; exit 2; }
 PACKAGES=(patroni etcd-server haproxy tini curl)
 
 log() { printf '[cluster] %s\n' "$*" >&2; }
@@ -130,6 +136,8 @@ rest() { # node path [method]
 }
 is_primary() { [ "$(rest "$1" /primary)" = 200 ]; }
 is_sync_standby() { [ "$(rest "$1" /sync)" = 200 ]; }
+# The standby up and streaming: synchronous when SYNC is on.
+is_standby() { if [ "$SYNC" = on ]; then is_sync_standby "$1"; else [ "$(rest "$1" /replica)" = 200 ]; fi; }
 etcd_healthy() { curl -s -m 1 "http://127.0.0.1:$ETCD_PORT/health" 2>/dev/null | grep -q '"health":"true"'; }
 
 # HAProxy's view: "node1=UP node2=DOWN" from its CSV stats page.
@@ -182,7 +190,7 @@ bootstrap:
     retry_timeout: 4
     maximum_lag_on_failover: 1048576
     primary_start_timeout: 0
-    synchronous_mode: true
+    synchronous_mode: $([ "$SYNC" = on ] && echo true || echo false)
     postgresql:
       use_pg_rewind: true
       use_slots: true
@@ -286,8 +294,8 @@ cmd_up() {
   wait_until 60 "node1 is the leader" is_primary node1 || die "node1 did not become leader; see $DIR/node1.log"
   write_patroni node2
   start_patroni node2
-  wait_until 60 "node2 is the synchronous standby" is_sync_standby node2 ||
-    die "node2 did not become the synchronous standby; see $DIR/node2.log"
+  wait_until 60 "node2 is the standby (synchronous replication $SYNC)" is_standby node2 ||
+    die "node2 did not become the standby; see $DIR/node2.log"
 
   write_haproxy
   spawn haproxy haproxy -f "$DIR/haproxy.cfg" -db
@@ -372,20 +380,26 @@ cmd_status() {
   l="$(leader)" && front_routes_to "$l"
 }
 
-cmd_kill_primary() {
+cmd_primary_pid() {
   local l pid
-  l="$(leader)" || die "no leader to kill"
+  l="$(leader)" || die "no leader"
   pid="$(postmaster_pid "$l")"
   [ -n "$pid" ] && alive "$pid" || die "no postmaster running for $l"
-  kill -9 "$pid"
   echo "$l $pid"
+}
+
+cmd_kill_primary() {
+  local line
+  line="$(cmd_primary_pid)" || exit 1
+  kill -9 "${line#* }"
+  echo "$line"
 }
 
 cmd_switchover() {
   local l to
   l="$(leader)" || die "no leader to switch over from"
   to="$(other "$l")"
-  is_sync_standby "$to" || die "$to is not a synchronous standby: a switchover now could lose commits"
+  is_standby "$to" || die "$to is not a standby in sync: a switchover now could lose commits"
   local out
   out="$(curl -s -m 30 -X POST -H 'Content-Type: application/json' \
     -d "{\"leader\": \"$l\", \"candidate\": \"$to\"}" "http://127.0.0.1:$(rest_port "$l")/switchover")" ||
@@ -406,9 +420,10 @@ node-url)
   node_url "$2"
   ;;
 kill-primary) cmd_kill_primary ;;
+primary-pid) cmd_primary_pid ;;
 switchover) cmd_switchover ;;
 *)
-  log "usage: cluster.sh up|down|status|url|leader|node-url NAME|kill-primary|switchover"
+  log "usage: cluster.sh up|down|status|url|leader|node-url NAME|primary-pid|kill-primary|switchover"
   exit 2
   ;;
 esac

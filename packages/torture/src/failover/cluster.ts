@@ -38,9 +38,10 @@ export function clusterDown(): void {
   ok(["down"]);
 }
 
-/** `kill -9` the leader's postmaster; returns the node's name. */
-export function killPrimary(): string {
-  return ok(["kill-primary"]).split(" ")[0] ?? "";
+/** The leader's postmaster: its node's name and pid, to kill it from the test without blocking on a child process. */
+export function primaryPostmaster(): { readonly node: string; readonly pid: number } {
+  const [node = "", pid = ""] = ok(["primary-pid"]).split(" ");
+  return { node, pid: Number(pid) };
 }
 
 /** The current leader's name, empty when there is none. */

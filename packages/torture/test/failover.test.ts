@@ -109,7 +109,12 @@ describe.skipIf(!ENABLED)("a primary killed under runOnce traffic (IDEMPO_FAILOV
         const deadline = performance.now() + KEY_DEADLINE_MS;
         while (performance.now() < deadline) {
           try {
-            const res = await engine.runOnce(orderWorkflow, { tenantId: TENANT, key, input: { n }, waitInFlightMs: 10_000 });
+            const res = await engine.runOnce(orderWorkflow, {
+              tenantId: TENANT,
+              key,
+              input: { n },
+              waitInFlightMs: 10_000,
+            });
             answers.set(key, { status: res.status, body: res.body, at: performance.now() });
             break;
           } catch (error) {
@@ -139,7 +144,9 @@ describe.skipIf(!ENABLED)("a primary killed under runOnce traffic (IDEMPO_FAILOV
     const first = await sql<{ ms: number | null }>`SELECT (extract(epoch FROM min(completed_at)) * 1000)::float8 AS ms
       FROM idempo.runs WHERE tenant_id = ${TENANT} AND completed_at > to_timestamp(${killedAtMs / 1000})`.execute(db);
     const firstMs = first.rows[0]?.ms;
-    report.push(`first run completed after the kill: ${firstMs == null ? "none" : Math.round(firstMs - killedAtMs)} ms`);
+    report.push(
+      `first run completed after the kill: ${firstMs == null ? "none" : Math.round(firstMs - killedAtMs)} ms`,
+    );
     console.log(report.join("\n"));
 
     expect(killed, clusterStatus()).not.toBe("");
@@ -164,7 +171,7 @@ describe.skipIf(!ENABLED)("a primary killed under runOnce traffic (IDEMPO_FAILOV
       for (const [key, answer] of answers) {
         if (answer.status < 200 || answer.status >= 300) continue;
         const row = stored.get(key);
-        if (!row || row.status !== "completed") lost.push(key);
+        if (row?.status !== "completed") lost.push(key);
         else if (row.response_status !== answer.status || row.body !== JSON.stringify(answer.body)) different.push(key);
       }
       expect(lost, "acknowledged runs missing on the new primary").toEqual([]);

@@ -23,7 +23,7 @@ import type { Worker, WorkerOptions } from "./background/worker.js";
 import { startWorker } from "./background/worker.js";
 import { createContext } from "./engine-context.js";
 import type { EngineOptions } from "./engine-options.js";
-import { entryError, withEntryErrors } from "./entry-errors.js";
+import { translateEntryErrors, withEntryErrors } from "./entry-errors.js";
 import { faultHookOf } from "./execution/hooks.js";
 import type { RunResult } from "./execution/run-result.js";
 import type { AdminApi } from "./operator/admin-api.js";
@@ -267,10 +267,6 @@ export function createEngine<DB>(options: EngineOptions<DB>): Engine {
     startWorker: (opts) => startWorker(ctx, opts),
     migrate: () => applyMigrations(db, tables),
   };
-  attachDueResumer(engine, (opts) =>
-    resumeDueRuns(ctx, opts).catch((error: unknown) => {
-      throw entryError(error, tables.schema, "resumeDue");
-    }),
-  );
+  attachDueResumer(engine, (opts) => translateEntryErrors(resumeDueRuns(ctx, opts), tables.schema, "resumeDue"));
   return Object.freeze(engine);
 }

@@ -6,7 +6,7 @@
 import type { RawBuilder } from "kysely";
 import { sql } from "kysely";
 import type { Executor, ExistingRun, RunStatus, Tables, TakenRun, TakenRunRow } from "./run-store.js";
-import { leaseInterval, takenRunOf } from "./run-store.js";
+import { leaseInterval, readAdmission, takenRunOf } from "./run-store.js";
 import type { TombstoneColumns } from "./tombstones.js";
 import { pastTombstone, tombstoneOf } from "./tombstones.js";
 
@@ -78,10 +78,9 @@ export async function claimNewKey(db: Executor, t: Tables, run: NewRun): Promise
     run.retentionMs,
     run.tombstoneMs,
   ]);
-  const row = rows[0];
-  if (!row) throw new Error("claim statement returned no row");
-  if (row.claimed === true) return { kind: "claimed" };
-  if (row.status === null || row.workflow === null || row.fingerprint === null) return { kind: "raced" };
+  const row = readAdmission(rows[0], (r) => r.claimed === true, "claim");
+  if (row === "made") return { kind: "claimed" };
+  if (row === "raced") return { kind: "raced" };
   return {
     kind: "existing",
     run: {

@@ -9,6 +9,7 @@ import type { NewRun } from "./claim.js";
 import { rewriteExpiredRecord } from "./claim.js";
 import { DUE_CHANNEL } from "./notify-channels.js";
 import type { Executor, RunStatus, Tables, Tombstone } from "./run-store.js";
+import { readAdmission } from "./run-store.js";
 import type { TombstoneColumns } from "./tombstones.js";
 import { tombstoneOf } from "./tombstones.js";
 
@@ -91,10 +92,9 @@ export async function enqueueRun(tx: Executor, t: Tables, run: EnqueuedRun): Pro
     FROM (VALUES (1)) AS one (x)
     LEFT JOIN found f ON true
   `.execute(tx);
-  const row = rows[0];
-  if (!row) throw new Error("enqueue statement returned no row");
-  if (row.created === true) return { kind: "created" };
-  if (row.status === null || row.workflow === null || row.fingerprint === null) return { kind: "raced" };
+  const row = readAdmission(rows[0], (r) => r.created === true, "enqueue");
+  if (row === "made") return { kind: "created" };
+  if (row === "raced") return { kind: "raced" };
   return {
     kind: "existing",
     workflow: row.workflow,

@@ -156,3 +156,32 @@ export interface StoredResponse {
   /** JSON text, stored and replayed byte for byte. */
   readonly body: string;
 }
+
+/** What the admission statements (the claim, the enqueue) answer of the record they found, null when none. */
+export interface FoundColumns {
+  workflow: string | null;
+  fingerprint: string | null;
+  status: RunStatus | null;
+}
+
+/** An admission row that found a record. */
+export type Found<R extends FoundColumns> = R & { workflow: string; fingerprint: string; status: RunStatus };
+
+/**
+ * Read the one row an admission statement answers: `"made"` when this call
+ * wrote the record (`made(row)`), `"raced"` when a concurrent caller
+ * committed between the statement's snapshot and its insert (no record
+ * read; the caller asks again), else the row of the record found.
+ *
+ * @throws Error when the statement answered no row (a defect: both statements always answer one).
+ */
+export function readAdmission<R extends FoundColumns>(
+  row: R | undefined,
+  made: (row: R) => boolean,
+  statement: string,
+): "made" | "raced" | Found<R> {
+  if (!row) throw new Error(`${statement} statement returned no row`);
+  if (made(row)) return "made";
+  if (row.status === null || row.workflow === null || row.fingerprint === null) return "raced";
+  return row as Found<R>;
+}

@@ -16,7 +16,8 @@
 #   cluster.sh leader        print the leader's name (empty when there is none)
 #   cluster.sh node-url NAME print a node's own connection string (not through HAProxy)
 #
-# Exit codes: 0 done; 1 failed (logs under the state folder are named on stderr);
+# Exit codes: 0 done; 1 failed (a failed `up` prints the end of the log at fault and
+# takes down what it started);
 # 2 usage; 3 the cluster cannot be had here (binaries missing and no root or
 # apt-get to install them): a test treats 3 as "skip".
 #
@@ -55,6 +56,13 @@ PACKAGES=(patroni etcd-server haproxy tini curl)
 
 log() { printf '[cluster] %s\n' "$*" >&2; }
 die() { log "$*"; exit 1; }
+# A failed `up` shows the end of the log it names, then leaves nothing running.
+fail_up() { # message log-name
+  log "$1; the end of $2.log:"
+  tail -n 30 "$DIR/$2.log" >&2 2>/dev/null || true
+  cmd_down >/dev/null 2>&1
+  exit 1
+}
 
 pg_port() { case "$1" in node1) echo $((PORT + 1)) ;; node2) echo $((PORT + 2)) ;; esac; }
 rest_port() { case "$1" in node1) echo $((PORT + 11)) ;; node2) echo $((PORT + 12)) ;; esac; }
@@ -120,16 +128,22 @@ spawn() { # name command...
   echo $! >"$DIR/$name.pid"
 }
 
+# Poll a check every 0.2 s; give up after `seconds`, or at once when the process named
+# by WATCH (a spawned one) has exited.
+WATCH=""
 wait_until() { # seconds description command...
   local seconds="$1" what="$2"
   shift 2
   local end=$((SECONDS + seconds))
   until "$@"; do
     [ "$SECONDS" -lt "$end" ] || return 1
+    [ -z "$WATCH" ] || alive "$(pid_of "$WATCH")" || return 1
     sleep 0.2
   done
   log "$what"
 }
+
+port_in_use() { (: <"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 
 rest() { # node path [method]
   curl -s -o /dev/null -w '%{http_code}' -m 1 -X "${3:-GET}" "http://127.0.0.1:$(rest_port "$1")$2" 2>/dev/null
@@ -280,27 +294,34 @@ cmd_up() {
   mkdir -p "$DIR"
   chmod 755 "$DIR"
   [ "$(id -u)" != 0 ] || chown postgres:postgres "$DIR"
-  local started=$SECONDS
+  local started=$SECONDS p
+  for p in "$FRONT_PORT" "$STATS_PORT" "$(pg_port node1)" "$(pg_port node2)" "$(rest_port node1)" \
+    "$(rest_port node2)" "$ETCD_PORT" "$ETCD_PEER_PORT"; do
+    if port_in_use "$p"; then
+      log "port $p is in use (IDEMPO_FAILOVER_PORT moves the cluster's ports)"
+      exit 1
+    fi
+  done
 
   write_etcd
   spawn etcd etcd --name etcd0 --data-dir "$DIR/etcd/data" \
     --listen-client-urls "http://127.0.0.1:$ETCD_PORT" --advertise-client-urls "http://127.0.0.1:$ETCD_PORT" \
     --listen-peer-urls "http://127.0.0.1:$ETCD_PEER_PORT" --initial-advertise-peer-urls "http://127.0.0.1:$ETCD_PEER_PORT" \
     --initial-cluster "etcd0=http://127.0.0.1:$ETCD_PEER_PORT" --initial-cluster-state new --enable-v2=false
-  wait_until 30 "etcd up" etcd_healthy || die "etcd did not come up; see $DIR/etcd.log"
+  WATCH=etcd wait_until 30 "etcd up" etcd_healthy || fail_up "etcd did not come up" etcd
 
   write_patroni node1
   start_patroni node1
-  wait_until 60 "node1 is the leader" is_primary node1 || die "node1 did not become leader; see $DIR/node1.log"
+  WATCH=node1 wait_until 60 "node1 is the leader" is_primary node1 || fail_up "node1 did not become the leader" node1
   write_patroni node2
   start_patroni node2
-  wait_until 60 "node2 is the standby (synchronous replication $SYNC)" is_standby node2 ||
-    die "node2 did not become the standby; see $DIR/node2.log"
+  WATCH=node2 wait_until 60 "node2 is the standby (synchronous replication $SYNC)" is_standby node2 ||
+    fail_up "node2 did not become the standby" node2
 
   write_haproxy
   spawn haproxy haproxy -f "$DIR/haproxy.cfg" -db
   # HAProxy starts with every server up: the workload waits until only the leader is.
-  wait_until 30 "HAProxy routes to node1 only" front_routes_to node1 || die "HAProxy did not settle; see $DIR/haproxy.log"
+  WATCH=haproxy wait_until 30 "HAProxy routes to node1 only" front_routes_to node1 || fail_up "HAProxy did not settle" haproxy
   log "up in $((SECONDS - started)) s; state in $DIR"
   front_url
 }

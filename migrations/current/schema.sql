@@ -238,6 +238,41 @@ CREATE INDEX outbox_delivered_at ON outbox (delivered_at) WHERE status = 'delive
 
 
 -- ===========================================================================
+-- Schedules (0016)
+-- ===========================================================================
+
+-- One row per durable schedule (engine.schedule), named across tenants: a
+-- small table of configuration (under Citus, a reference table), not of
+-- per-tenant data; each tick's run carries the schedule's tenant. The row
+-- keeps the first tick not yet fired; a worker locks it, starts the runs of
+-- the due ticks and moves it past them in one transaction. Cron and time
+-- zone are evaluated by the engine, never in SQL.
+CREATE TABLE schedules (
+  name text PRIMARY KEY,
+  tenant_id text NOT NULL,
+  workflow text NOT NULL,
+  cron text NOT NULL,
+  timezone text NOT NULL,
+  catch_up text NOT NULL CHECK (catch_up IN ('none', 'latest', 'all')),
+  -- How late a tick may be fired and still count as on time, not missed.
+  grace_ms integer NOT NULL CHECK (grace_ms >= 0),
+  -- The input comes from a function given to engine.schedule: only processes that registered it fire it.
+  has_input boolean NOT NULL,
+  paused boolean NOT NULL DEFAULT false,
+  -- The first tick not yet fired (or skipped); NULL when the expression has no tick left.
+  next_tick_at timestamptz,
+  last_tick_at timestamptz,
+  last_fired_at timestamptz,
+  last_error text,
+  created_at timestamptz NOT NULL DEFAULT now(),
+  updated_at timestamptz NOT NULL DEFAULT now()
+);
+
+-- A firing round's look for due schedules, by the time it compares with now().
+CREATE INDEX schedules_due ON schedules (next_tick_at) WHERE NOT paused;
+
+
+-- ===========================================================================
 -- Functions
 -- ===========================================================================
 -- The engine's hot-path statements live in PL/pgSQL functions (0008), so

@@ -168,7 +168,14 @@ describe("migrations/current/schema.sql", () => {
     const migrated = await describePool(fromMigrations);
     const written = await describePool(fromFile);
     // The comparison sees something on both sides: tables, constraints, indexes and the statement functions.
-    expect(Object.keys(migrated.columns)).toEqual(["outbox", "run_history", "runs", "signals", "tombstones"]);
+    expect(Object.keys(migrated.columns)).toEqual([
+      "outbox",
+      "run_history",
+      "runs",
+      "schedules",
+      "signals",
+      "tombstones",
+    ]);
     expect(Object.keys(migrated.functions)).toContain(
       "renew_lease(p_tenant_id text, p_key text, p_owner_token text, p_lease_ms double precision)",
     );

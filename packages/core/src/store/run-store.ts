@@ -20,6 +20,7 @@ export interface Tables {
   readonly outbox: RawBuilder<unknown>;
   readonly signals: RawBuilder<unknown>;
   readonly tombstones: RawBuilder<unknown>;
+  readonly schedules: RawBuilder<unknown>;
   /** The function naming a key in `tombstones` (migration 0010): `${t.keyDigest}(key)`. */
   readonly keyDigest: RawBuilder<unknown>;
   /** The function that completes a run (migration 0014); see `markCompleted` in progress.ts. */
@@ -39,6 +40,7 @@ export function tablesIn(schema: string, prepare = true): Tables {
     outbox: sql.id(schema, "outbox"),
     signals: sql.id(schema, "signals"),
     tombstones: sql.id(schema, "tombstones"),
+    schedules: sql.id(schema, "schedules"),
     keyDigest: sql.id(schema, "key_digest"),
     markCompleted: sql.id(schema, "mark_completed"),
   };

@@ -55,6 +55,11 @@ const EXAMPLES = {
     "wait",
     "startWorker",
     "startRelay",
+    "schedule",
+    "unschedule",
+    "listSchedules",
+    "pauseSchedule",
+    "resumeSchedule",
   ],
   "packages/core/src/workflow/builder.ts": [
     "workflow",

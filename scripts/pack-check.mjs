@@ -178,6 +178,9 @@ function checkTarball(tarball, { migrations }) {
     const packed = [...files].filter((f) => f.startsWith("dist/migrations/")).map((f) => f.slice(16));
     const missing = migrations.filter((m) => !packed.includes(m));
     if (missing.length > 0) problems.push(`migrations missing from dist/migrations: ${missing.join(", ")}`);
+    // The runner applies what it finds there; the current schema file (migrations/current/) must not be among it.
+    const extra = packed.filter((m) => m !== "" && !migrations.includes(m));
+    if (extra.length > 0) problems.push(`dist/migrations holds more than the migrations: ${extra.join(", ")}`);
   }
   if (problems.length > 0) throw new Error(`${manifest.name}:\n  ${problems.join("\n  ")}`);
   console.log(`${manifest.name}@${manifest.version}: ${files.size} files; exports, bin and dependencies check out`);

@@ -50,6 +50,11 @@ describe("help", () => {
       "idempo outbox list",
       "idempo outbox dead",
       "idempo outbox retry",
+      "idempo schedules",
+      "idempo schedules list",
+      "idempo schedules show",
+      "idempo schedules pause",
+      "idempo schedules resume",
       "idempo stats",
       "idempo console",
     ]);

@@ -16,6 +16,9 @@ import { registerOutboxDead } from "./commands/outbox-dead.js";
 import { registerOutboxList } from "./commands/outbox-list.js";
 import { registerOutboxRetry } from "./commands/outbox-retry.js";
 import { registerResume } from "./commands/resume.js";
+import { registerSchedulesList } from "./commands/schedules-list.js";
+import { registerSchedulesPause, registerSchedulesResume } from "./commands/schedules-pause.js";
+import { registerSchedulesShow } from "./commands/schedules-show.js";
 import { registerStats } from "./commands/stats.js";
 import { registerSweep } from "./commands/sweep.js";
 import { TABLE_WIDTH } from "./format/table.js";
@@ -85,6 +88,14 @@ Examples:
   registerOutboxList(outbox, io);
   registerOutboxDead(outbox, io);
   registerOutboxRetry(outbox, io);
+  const schedules = program
+    .command("schedules")
+    .description("list, inspect, pause and resume durable schedules")
+    .addHelpText("after", "\nExamples:\n  $ idempo schedules list\n  $ idempo schedules pause nightly-invoices --yes");
+  registerSchedulesList(schedules, io);
+  registerSchedulesShow(schedules, io);
+  registerSchedulesPause(schedules, io);
+  registerSchedulesResume(schedules, io);
   registerStats(program, io);
   registerConsole(program, io);
   return program;

@@ -20,6 +20,11 @@ export class IdempoError extends Error {
   }
 }
 
+/** How every message names a key: "idempotency key 'k' (tenant 't')". */
+function keyName(tenantId: string, key: string): string {
+  return `idempotency key '${key}' (tenant '${tenantId}')`;
+}
+
 /**
  * The key is held by another attempt whose lease is still valid (409).
  * Retry after `retryAfterMs` (milliseconds, measured on the database clock);
@@ -32,7 +37,7 @@ export class IdempotencyKeyInProgressError extends IdempoError {
     super(
       "key_in_progress",
       409,
-      `idempotency key '${key}' (tenant '${tenantId}') is being processed by another attempt; retry in ${retryAfterMs} ms`,
+      `${keyName(tenantId, key)} is being processed by another attempt; retry in ${retryAfterMs} ms`,
     );
     this.retryAfterMs = retryAfterMs;
   }
@@ -48,7 +53,7 @@ export class IdempotencyKeyMismatchError extends IdempoError {
     super(
       "key_mismatch",
       422,
-      `idempotency key '${key}' (tenant '${tenantId}') was first used with ${detail}; use a new key for a different request`,
+      `${keyName(tenantId, key)} was first used with ${detail}; use a new key for a different request`,
     );
   }
 }
@@ -81,7 +86,7 @@ export class IdempotencyKeyExpiredError extends IdempoError {
     super(
       "key_expired",
       410,
-      `idempotency key '${key}' (tenant '${tenantId}') named a request that completed (${tombstone.outcome}) at ` +
+      `${keyName(tenantId, key)} named a request that completed (${tombstone.outcome}) at ` +
         `${tombstone.completedAt.toISOString()}; its stored response expired at ${tombstone.expiredAt.toISOString()}, ` +
         "so it is not run again: use a new key for a new request",
     );
@@ -133,7 +138,7 @@ export class LeaseLostError extends IdempoError {
     super(
       "lease_lost",
       409,
-      `lost the lease on idempotency key '${key}' (tenant '${tenantId}') at ${at}: another attempt took over; this attempt's last transaction was rolled back`,
+      `lost the lease on ${keyName(tenantId, key)} at ${at}: another attempt took over; this attempt's last transaction was rolled back`,
     );
   }
 }
@@ -273,7 +278,7 @@ export class RunParkedError extends IdempoError {
     super(
       "run_parked",
       500,
-      `the run of idempotency key '${key}' (tenant '${tenantId}') is parked: ${reason}; ` +
+      `the run of ${keyName(tenantId, key)} is parked: ${reason}; ` +
         "fix the cause, then unpark it (engine.unpark or `idempo keys unpark`) or cancel it",
     );
     this.reason = reason;
@@ -291,7 +296,7 @@ export class RunStateError extends IdempoError {
   /** The status the run had when the verb was refused. */
   readonly status: string;
   constructor(tenantId: string, key: string, status: string, message: string) {
-    super("run_state", 409, `idempotency key '${key}' (tenant '${tenantId}'): ${message}`);
+    super("run_state", 409, `${keyName(tenantId, key)}: ${message}`);
     this.status = status;
   }
 }
@@ -299,7 +304,7 @@ export class RunStateError extends IdempoError {
 /** An operator verb named a key that has no record (404). Nothing was changed. */
 export class RunNotFoundError extends IdempoError {
   constructor(tenantId: string, key: string) {
-    super("run_not_found", 404, `no record for idempotency key '${key}' (tenant '${tenantId}')`);
+    super("run_not_found", 404, `no record for ${keyName(tenantId, key)}`);
   }
 }
 
@@ -317,7 +322,7 @@ export class AttemptTimeoutError extends IdempoError {
     super(
       "attempt_timeout",
       503,
-      `the attempt on idempotency key '${key}' (tenant '${tenantId}') ran longer than its bound of ` +
+      `the attempt on ${keyName(tenantId, key)} ran longer than its bound of ` +
         `${attemptTimeoutMs} ms (attemptTimeoutMs) in ${at}: it gave the key up; retry to take over and resume ` +
         "after the last recovery point",
     );

@@ -69,6 +69,8 @@ export type {
   TombstoneRecord,
   WaitingFor,
 } from "./runtime/operator/records.js";
+export type { CatchUp, ScheduleOptions, ScheduleTick } from "./runtime/schedules/schedule-options.js";
+export type { ScheduleRecord } from "./runtime/schedules/schedule-record.js";
 export type { SignalOptions } from "./runtime/signal-delivery/deliver-signal.js";
 export type { SignalResult } from "./runtime/signal-delivery/signal-acceptance.js";
 export type { WaitOptions } from "./runtime/signal-delivery/wait-for-completion.js";

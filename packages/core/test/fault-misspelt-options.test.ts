@@ -199,7 +199,7 @@ describe("calls", () => {
     refused(
       caught(() => engine.startWorker({ workflows: [wf], intervalMS: 10 } as never)),
       "intervalMS",
-      /startWorker: unknown option 'intervalMS' \(did you mean 'intervalMs'\?\); the known options are answerTimeoutMs, concurrency, intervalMs, limit, listen, listenCheckMs, onError, sweep, workflowConcurrency, workflows$/,
+      /startWorker: unknown option 'intervalMS' \(did you mean 'intervalMs'\?\); the known options are answerTimeoutMs, concurrency, intervalMs, limit, listen, listenCheckMs, onError, schedules, sweep, workflowConcurrency, workflows$/,
     );
     refused(
       caught(() => engine.startWorker({ workflows: [wf], sweep: "no" as never })),
@@ -236,6 +236,14 @@ describe("calls", () => {
     );
     refused(await engine.sweep({ batchsize: 10 } as never).catch((e) => e), "batchsize", /did you mean 'batchSize'/);
     refused(await engine.sweep({ batchSize: "10" as never }).catch((e) => e), "batchSize", /got the string "10"/);
+    const schedule = (o: Record<string, unknown>) =>
+      engine.schedule("s", { cron: "0 * * * *", workflow: wf, tenantId: T, ...o } as never).catch((e) => e);
+    refused(
+      await schedule({ timeZone: "UTC" }),
+      "timeZone",
+      /schedule 's': unknown option 'timeZone' \(did you mean 'timezone'\?\)/,
+    );
+    refused(await schedule({ graceMs: "5" }), "graceMs", /got the string "5"/);
     refused(
       await engine.listKeys({ tenant: T } as never).catch((e) => e),
       "tenant",

@@ -34,6 +34,10 @@ const wf = workflow("unmigrated_calls")
   .waitFor("go")
   .respond(() => ({ status: 200, body: null }));
 
+const sched = workflow("unmigrated_schedule")
+  .phase("p", () => ({}))
+  .respond(() => ({ status: 200, body: null }));
+
 function expectMigrateHint(error: unknown, call: string): void {
   expect(error, call).toBeInstanceOf(WorkflowUsageError);
   expect((error as Error).message, call).toMatch(
@@ -67,6 +71,11 @@ describe("entry points on a database that was never migrated", () => {
       ["stats", () => engine.stats()],
       ["listOutbox", () => engine.listOutbox()],
       ["retryOutbox", () => engine.retryOutbox("t", "m")],
+      ["schedule", () => engine.schedule("s", { cron: "0 * * * *", workflow: sched, tenantId: "t" })],
+      ["unschedule", () => engine.unschedule("s")],
+      ["listSchedules", () => engine.listSchedules()],
+      ["pauseSchedule", () => engine.pauseSchedule("s")],
+      ["resumeSchedule", () => engine.resumeSchedule("s")],
     ];
     for (const [call, fn] of calls) expectMigrateHint(await settle(fn()), call);
   });

@@ -5,6 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createEngine, workflow } from "../src/index.ts";
 import { claimDue } from "../src/store/outbox.ts";
 import { tablesIn } from "../src/store/run-store.ts";
+import { selectDueSchedules } from "../src/store/schedules.ts";
 import { useTestDatabase } from "./support/db.ts";
 
 // The maintenance statements (sweep, stale-run discovery, `keys stuck`, the
@@ -209,5 +210,24 @@ describe("maintenance statements are driven by an index, not a sequential scan",
     expect(stats.reduce((n, s) => n + s.stuck, 0)).toBe(STUCK);
     expect(stats.filter((s) => s.status === "in_flight").reduce((n, s) => n + s.records, 0)).toBe(STUCK + IN_FLIGHT);
     expect(stats.reduce((n, s) => n + s.expired, 0)).toBe(0);
+  });
+
+  it("a worker's look for due schedule ticks reads the due-schedule index", async () => {
+    // Many schedules, a handful due: the firing round's cost follows the due ones.
+    await sql`
+      INSERT INTO idempo.schedules (name, tenant_id, workflow, cron, timezone, catch_up, grace_ms, has_input, next_tick_at)
+      SELECT 's' || g, 't' || (g % 100), 'w' || (g % 5), '0 * * * *', 'UTC', 'latest', 60000, g % 2 = 0,
+             CASE WHEN g <= 5 THEN now() - interval '1 second' ELSE now() + g * interval '1 second' END
+      FROM generate_series(1, 20000) g`.execute(t.db);
+    await sql`VACUUM ANALYZE idempo.schedules`.execute(t.db);
+    const filter = { registered: [{ name: "s2", workflow: "w2", hasInput: true }], workflows: ["w1", "w3"] };
+    let due: string[] = [];
+    const sent = await capture(async () => {
+      due = await selectDueSchedules(db, tablesIn("idempo"), filter, 50);
+    });
+    expect(sent).toHaveLength(1);
+    expectIndexDriven(await scans(sent[0] as CompiledQuery), "schedules_due", "next_tick_at");
+    // s1 and s3 (no input function, workflows w1 and w3) and s2 (registered with its function); not s4 or s5.
+    expect(due.sort()).toEqual(["s1", "s2", "s3"]);
   });
 });

@@ -372,4 +372,33 @@ describe("PGlite: outbox keys and step tries", () => {
     const step = (await engine.inspect(T, "ob-1"))?.history?.find((h) => h.kind === "step");
     expect(step?.tries?.map((x) => x.error)).toEqual(["transient", null]);
   });
+
+  it("a schedule fires on PGlite: ticks missed while no worker ran are caught up, one run each", async () => {
+    const engine = createEngine({ db });
+    const wf = workflow("pglite_schedule")
+      .input(z.object({ schedule: z.string(), at: z.string() }))
+      .phase("p", ({ input }) => ({ at: input.at }))
+      .respond(({ state }) => ({ status: 200, body: state }));
+    await engine.schedule("pglite-yearly", { cron: "0 0 1 1 *", workflow: wf, tenantId: T, catchUp: "all" });
+    await sql`UPDATE idempo.schedules SET next_tick_at = '2024-01-01T00:00:00Z' WHERE name = 'pglite-yearly'`.execute(
+      db,
+    );
+    const worker = engine.startWorker({ workflows: [wf], intervalMs: 100, sweep: false });
+    try {
+      const years = ["2024", "2025", "2026"];
+      const keys = years.map((y) => `schedule:pglite-yearly:${y}-01-01T00:00:00.000Z`);
+      const done = async () => (await Promise.all(keys.map((k) => engine.inspect(T, k)))).map((r) => r?.status);
+      await expect.poll(done, { timeout: 120_000 }).toEqual(["completed", "completed", "completed"]);
+      for (const [i, y] of years.entries()) {
+        expect((await engine.inspect(T, keys[i] as string))?.response?.body).toEqual({
+          at: `${y}-01-01T00:00:00.000Z`,
+        });
+      }
+      const { rows } = await sql<{ n: number }>`
+        SELECT count(*)::int AS n FROM idempo.runs WHERE key LIKE 'schedule:pglite-yearly:%'`.execute(db);
+      expect(rows[0]?.n).toBe(3);
+    } finally {
+      await worker.stop();
+    }
+  });
 });

@@ -6,10 +6,12 @@
  * name the file (relative to packages/core/src), the function, and the
  * patterns; whitespace in patterns and sources is compared collapsed, and
  * `@{x}` in a pattern stands for the query parameter `${x}` of the sql tag.
- * The hot-path statements are PL/pgSQL functions of a migration (a `.sql`
- * file, named relative to packages/core/src too): there `fn` is the SQL
- * function, read from its CREATE FUNCTION to the `$$;` that closes it, and
- * the store function that calls it has a row of its own.
+ * The hot-path statements are PL/pgSQL functions, read from the current
+ * schema file (migrations/current/schema.sql, named relative to
+ * packages/core/src too, which a core test keeps equal to what the
+ * migrations build): there `fn` is the SQL function, read from its CREATE
+ * FUNCTION to the `$$;` that closes it (the first form of an overloaded one,
+ * the current), and the store function that calls it has a row of its own.
  */
 export interface GuardRow {
   readonly transition: string;
@@ -22,27 +24,25 @@ export interface GuardRow {
 const FENCE = "owner_token = @{own.ownerToken} AND status = 'in_flight'";
 /** The same fence in the statement functions of the migration. */
 const SQL_FENCE = "owner_token = p_owner_token AND status = 'in_flight'";
-/** The migration that holds the hot-path statements as functions. */
-const FUNCTIONS = "../../../migrations/0008_statement_functions.sql";
-/**
- * The migration that holds the claim's function as it is now (it reads the
- * key before the INSERT, and a key absent from runs reads its tombstone).
- */
-const CLAIM_FUNCTION = "../../../migrations/0010_tombstones.sql";
+/** The current schema, which holds the hot-path statements as functions as they are now. */
+const FUNCTIONS = "../../../migrations/current/schema.sql";
 /** The SET clause of every completion. */
 const COMPLETION = [
   "status = 'completed', owner_token = NULL, locked_until = NULL",
   "expires_at = clock_timestamp() + retention_ms * interval '1 millisecond'",
 ];
-/** A completing branch of a statement function: fenced, and it learns whether the run is durable. */
-const FENCED_COMPLETION = `AND ${SQL_FENCE} RETURNING durable INTO v_durable;`;
+/** A completing branch of a statement function: the owner's fenced call of the one completion. */
+const OWNER_COMPLETION = "mark_completed(p_tenant_id, p_key, p_owner_token, false,";
+/** A commit that writes nothing more unless the fenced advance of the run happened. */
+const ADVANCED =
+  "IF NOT advance_run(p_tenant_id, p_key, p_owner_token, p_name, p_state, p_lease_ms, p_outcome, p_response_status, p_response_body) THEN RETURN false; END IF;";
 /** The completion of a durable run announced on the channel `engine.wait` listens to (store/notify-channels.ts). */
-const ANNOUNCE = "IF v_durable THEN PERFORM pg_notify('idempo_done', md5(p_tenant_id || chr(31) || p_key)); END IF;";
+const ANNOUNCE = "IF v_run.durable THEN PERFORM pg_notify('idempo_done', completion_tag(p_tenant_id, p_key)); END IF;";
 
 export const GUARDS: readonly GuardRow[] = [
   {
     transition: "claim",
-    file: CLAIM_FUNCTION,
+    file: FUNCTIONS,
     fn: "claim_new_key",
     patterns: [
       "WHERE r.tenant_id = p_tenant_id AND r.key = p_key; IF FOUND THEN RETURN;",
@@ -58,7 +58,7 @@ export const GUARDS: readonly GuardRow[] = [
   {
     transition: "reclaim",
     file: "store/claim.ts",
-    fn: "reclaimExpiredKey",
+    fn: "rewriteExpiredRecord",
     patterns: ["AND status = 'completed' AND @{pastTombstone}", "expires_at = NULL"],
   },
   {
@@ -103,10 +103,7 @@ export const GUARDS: readonly GuardRow[] = [
     transition: "cancel",
     file: "store/transitions.ts",
     fn: "cancelRun",
-    patterns: [
-      "SET status = 'completed', owner_token = NULL, locked_until = NULL",
-      "AND status IN ('in_flight', 'parked', 'suspended')",
-    ],
+    patterns: ['markCompleted(t, tenantId, key, "operator", response)'],
   },
   {
     transition: "unpark",
@@ -130,19 +127,18 @@ export const GUARDS: readonly GuardRow[] = [
     patterns: ["NOT (status = 'in_flight' AND locked_until > clock_timestamp())"],
   },
   {
-    transition: "phase commit",
+    transition: "advance (phase commit, step result)",
     file: FUNCTIONS,
-    fn: "commit_phase",
+    fn: "advance_run",
     // Both branches (lease extended, run completed) carry the fence.
     patterns: [
       `AND ${SQL_FENCE}; ELSE`,
-      `${FENCED_COMPLETION} END IF`,
+      `${OWNER_COMPLETION} p_outcome, p_response_status, p_response_body, p_name, p_state, false); END IF`,
       "recovery_point = p_name",
-      "IF NOT FOUND THEN RETURN false",
-      ...COMPLETION,
-      ANNOUNCE,
+      "RETURN FOUND",
     ],
   },
+  { transition: "phase commit", file: FUNCTIONS, fn: "commit_phase", patterns: [ADVANCED] },
   { transition: "phase commit (the call)", file: "store/progress.ts", fn: "commitPhase", patterns: ['"commit_phase"'] },
   { transition: "step started", file: FUNCTIONS, fn: "record_step_started", patterns: [SQL_FENCE, "FROM owner"] },
   {
@@ -151,18 +147,7 @@ export const GUARDS: readonly GuardRow[] = [
     fn: "recordStepStarted",
     patterns: ['"record_step_started"'],
   },
-  {
-    transition: "step result",
-    file: FUNCTIONS,
-    fn: "record_step_result",
-    patterns: [
-      `AND ${SQL_FENCE}; ELSE`,
-      `${FENCED_COMPLETION} END IF`,
-      "IF NOT FOUND THEN RETURN false",
-      ...COMPLETION,
-      ANNOUNCE,
-    ],
-  },
+  { transition: "step result", file: FUNCTIONS, fn: "record_step_result", patterns: [ADVANCED] },
   {
     transition: "step result (the call)",
     file: "store/progress.ts",
@@ -172,8 +157,21 @@ export const GUARDS: readonly GuardRow[] = [
   {
     transition: "completion",
     file: FUNCTIONS,
+    fn: "mark_completed",
+    // The owner's completion is fenced; only an operator's cancel completes a run it does not own.
+    patterns: [
+      `ELSE ${SQL_FENCE} END`,
+      "CASE WHEN p_cancel THEN status IN ('in_flight', 'parked', 'suspended')",
+      "IF NOT FOUND THEN RETURN; END IF;",
+      ...COMPLETION,
+      ANNOUNCE,
+    ],
+  },
+  {
+    transition: "completion without a recovery point",
+    file: FUNCTIONS,
     fn: "complete_run",
-    patterns: [FENCED_COMPLETION, "IF NOT FOUND THEN RETURN false", ...COMPLETION, ANNOUNCE],
+    patterns: [`PERFORM 1 FROM ${OWNER_COMPLETION}`, "RETURN FOUND"],
   },
   { transition: "completion (the call)", file: "store/progress.ts", fn: "completeRun", patterns: ['"complete_run"'] },
   { transition: "renewal", file: FUNCTIONS, fn: "renew_lease", patterns: [SQL_FENCE] },

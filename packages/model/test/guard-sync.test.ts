@@ -12,11 +12,11 @@ describe("the guards the model assumes are in the code", () => {
     expect(missingPatterns(source(row.file), row), `${row.file} ${row.fn}`).toEqual([]);
   });
 
-  it("notices a removed guard (the owner-token condition cut out of one branch of commit_phase)", () => {
-    const row = GUARDS.find((r) => r.transition === "phase commit");
-    if (!row) throw new Error("no phase commit row");
+  it("notices a removed guard (the owner-token condition cut out of one branch of advance_run)", () => {
+    const row = GUARDS.find((r) => r.fn === "advance_run");
+    if (!row) throw new Error("no advance_run row");
     const text = source(row.file);
-    const start = text.indexOf("CREATE OR REPLACE FUNCTION commit_phase(");
+    const start = text.indexOf("CREATE OR REPLACE FUNCTION advance_run(");
     const cut =
       text.slice(0, start) +
       text
@@ -38,14 +38,14 @@ describe("the guards the model assumes are in the code", () => {
     expect(missingPatterns(cut, row)).toContain(row.patterns[0]);
   });
 
-  it("notices a completion that no longer announces a durable run (pg_notify cut out of complete_run)", () => {
+  it("notices a completion that no longer announces a durable run (pg_notify cut out of mark_completed)", () => {
     const row = GUARDS.find((r) => r.transition === "completion");
     if (!row) throw new Error("no completion row");
     const text = source(row.file);
-    const start = text.indexOf("CREATE OR REPLACE FUNCTION complete_run(");
+    const start = text.indexOf("CREATE OR REPLACE FUNCTION mark_completed(");
     const cut =
       text.slice(0, start) +
-      text.slice(start).replace("PERFORM pg_notify('idempo_done', md5(p_tenant_id || chr(31) || p_key));", "NULL;");
+      text.slice(start).replace("PERFORM pg_notify('idempo_done', completion_tag(p_tenant_id, p_key));", "NULL;");
     expect(cut).not.toBe(text);
     expect(missingPatterns(cut, row)).toEqual([row.patterns[row.patterns.length - 1]]);
   });

@@ -69,8 +69,23 @@ export const WORKER_OPTIONS = optionShape({
   listenCheckMs: INTEGER,
   answerTimeoutMs: INTEGER,
   sweep: BOOLEAN,
+  schedules: BOOLEAN,
   onError: FUNCTION,
 });
+
+/** `schedule(name, options)`; the cron, zone, workflow, tenant and catch-up have checks of their own. */
+export const SCHEDULE_OPTIONS = optionShape(
+  {
+    cron: STRING,
+    timezone: STRING,
+    workflow: ANY,
+    tenantId: ANY,
+    input: FUNCTION,
+    catchUp: STRING,
+    graceMs: INTEGER,
+  },
+  ["cron", "workflow", "tenantId"],
+);
 
 /** `startRelay(options)`. */
 export const RELAY_OPTIONS = optionShape(

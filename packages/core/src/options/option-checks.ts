@@ -7,35 +7,21 @@ import { InvalidOptionError } from "../errors.js";
 import { describeValue } from "./option-shape.js";
 
 /**
- * `value` when it is an integer in `[min, max]`, `fallback` when undefined.
+ * `value` when it is an integer in `[min, max]`, `fallback` when undefined
+ * (so the result is `number` with a numeric fallback, and may be undefined
+ * without one).
  *
  * @throws InvalidOptionError naming `where`, the option and the range.
  */
-export function intOption(
+export function intOption<Fallback extends number | undefined = undefined>(
   where: string,
   name: string,
   value: unknown,
   min: number,
   max: number,
-  fallback: number,
-): number;
-export function intOption(
-  where: string,
-  name: string,
-  value: unknown,
-  min: number,
-  max: number,
-  fallback?: undefined,
-): number | undefined;
-export function intOption(
-  where: string,
-  name: string,
-  value: unknown,
-  min: number,
-  max: number,
-  fallback?: number,
-): number | undefined {
-  if (value === undefined) return fallback;
+  fallback?: Fallback,
+): number | Fallback {
+  if (value === undefined) return fallback as Fallback;
   if (typeof value !== "number" || !Number.isSafeInteger(value) || value < min || value > max) {
     throw new InvalidOptionError(
       name,

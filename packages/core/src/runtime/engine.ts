@@ -2,8 +2,9 @@
  * The engine: the documented `Engine` interface and `createEngine`, a thin
  * wiring of named services over one shared context (see `engine-context.ts`):
  * admission (`runOnce`, `enqueue`), signal delivery (`signal`, `wait`),
- * background work (`resumeStale`, `sweep`, `startWorker`, `startRelay`) and
- * the operator verbs and reads.
+ * background work (`resumeStale`, `sweep`, `startWorker`, `startRelay`),
+ * schedules (`schedule`, `unschedule`, `listSchedules`, pause and resume,
+ * fired by the workers) and the operator verbs and reads.
  */
 import type { Kysely, Transaction } from "kysely";
 import { applyMigrations } from "../store/migrate.js";
@@ -23,7 +24,7 @@ import type { Worker, WorkerOptions } from "./background/worker.js";
 import { startWorker } from "./background/worker.js";
 import { createContext } from "./engine-context.js";
 import type { EngineOptions } from "./engine-options.js";
-import { entryError, withEntryErrors } from "./entry-errors.js";
+import { translateEntryErrors, withEntryErrors } from "./entry-errors.js";
 import { faultHookOf } from "./execution/hooks.js";
 import type { RunResult } from "./execution/run-result.js";
 import type { AdminApi } from "./operator/admin-api.js";
@@ -32,6 +33,11 @@ import { inspect, listKeys } from "./operator/inspection.js";
 import type { OperatorVerbs } from "./operator/operator-verbs.js";
 import { operatorVerbs } from "./operator/operator-verbs.js";
 import type { KeyPage, ListKeysOptions, RunRecord, TombstoneRecord } from "./operator/records.js";
+import { scheduleFiring } from "./schedules/schedule-loop.js";
+import type { ScheduleOptions } from "./schedules/schedule-options.js";
+import type { ScheduleRecord } from "./schedules/schedule-record.js";
+import { ScheduleRegistry } from "./schedules/schedule-registry.js";
+import { scheduleVerbs } from "./schedules/schedule-service.js";
 import type { SignalOptions } from "./signal-delivery/deliver-signal.js";
 import { signalRun } from "./signal-delivery/deliver-signal.js";
 import type { SignalResult } from "./signal-delivery/signal-acceptance.js";
@@ -201,8 +207,9 @@ export interface Engine extends AdminApi, OperatorVerbs {
    * workflows (enqueued, woken sleeps, signalled or timed-out waits) with
    * `FOR UPDATE SKIP LOCKED`, fairly across tenants and within per-workflow
    * limits, and run each from its recovery point; also run `resumeStale`
-   * and `sweep` every `intervalMs`. Any number of workers (in any number of
-   * processes) may run at once: each run is executed by one of them.
+   * and `sweep` every `intervalMs`, and fire due schedule ticks (see
+   * `schedule`). Any number of workers (in any number of processes) may run
+   * at once: each run is executed by one of them, each tick starts one run.
    * `await worker.stop()` waits for the runs it is finishing.
    * @example
    * ```ts
@@ -229,6 +236,83 @@ export interface Engine extends AdminApi, OperatorVerbs {
    * ```
    */
   startRelay(options: RelayOptions): Relay;
+  /**
+   * Create or change a durable schedule: from its next tick on, every tick
+   * of `cron` (read in `timezone`) starts one run of `workflow` for
+   * `tenantId`, however many workers run; the run's key is derived from the
+   * name and the tick's time (`schedule:<name>:<ISO time>`), so two workers
+   * that both fire a tick make one run. The schedule is a database row;
+   * workers (`startWorker`) fire it. Calling `schedule` again with the same
+   * cron and zone (as every process does at start-up) keeps its place in
+   * time; a new cron or zone takes effect from its own next tick; other
+   * changes from the next tick fired. A paused schedule stays paused.
+   *
+   * The `input` function stays in this process: only workers of engines
+   * that called `schedule` with it fire such a schedule. Without one, the
+   * input is `{ schedule, at }` and any worker running `workflow` fires it.
+   *
+   * @example
+   * ```ts
+   * await engine.schedule('nightly-invoices', {
+   *   cron: '0 2 * * *',
+   *   timezone: 'Europe/Berlin',
+   *   workflow: checkout,
+   *   tenantId: 'acme',
+   *   input: (tick) => ({ cartId: `nightly-${tick.at.toISOString().slice(0, 10)}`, amountCents: 100 }),
+   *   catchUp: 'latest', // after an outage, one run for the ticks it missed
+   * })
+   * const worker = engine.startWorker({ workflows: [checkout] }) // fires the ticks and runs them
+   * ```
+   * @returns the stored schedule, with its next tick.
+   * @throws InvalidOptionError (500) a bad name (1-128 letters, digits, `.`, `_`, `-`), an unknown option, a cron
+   *   expression that does not parse or never ticks, an unknown time zone, a value that is not a workflow, a bad
+   *   `catchUp` or `graceMs`; nothing is written.
+   * @throws InvalidIdempotencyKeyError (400) a bad tenant id.
+   * @throws InputValidationError (400) the input of the first tick fails the workflow's schema or is not JSON.
+   */
+  schedule<In>(name: string, options: ScheduleOptions<In>): Promise<ScheduleRecord>;
+  /**
+   * Delete a schedule: no tick after this starts a run (runs already
+   * started go on). Returns false when there was no such schedule.
+   * @example
+   * ```ts
+   * const removed = await engine.unschedule('nightly-invoices')
+   * ```
+   * @throws InvalidOptionError (500) a name that no schedule can have.
+   */
+  unschedule(name: string): Promise<boolean>;
+  /**
+   * Every stored schedule by name, with its next tick and the last one
+   * fired (database clock), whichever process created it.
+   * @example
+   * ```ts
+   * for (const s of await engine.listSchedules()) console.log(s.name, s.cron, s.nextTickAt?.toISOString())
+   * ```
+   */
+  listSchedules(): Promise<ScheduleRecord[]>;
+  /**
+   * Stop a schedule from firing until `resumeSchedule`; `schedule` called
+   * again keeps it paused. Returns the schedule, or null when there is none
+   * by that name.
+   * @example
+   * ```ts
+   * await engine.pauseSchedule('nightly-invoices')
+   * ```
+   * @throws InvalidOptionError (500) a name that no schedule can have.
+   */
+  pauseSchedule(name: string): Promise<ScheduleRecord | null>;
+  /**
+   * Let a paused schedule fire again, from its first tick after now: the
+   * ticks of the pause are skipped, not caught up. A schedule that is not
+   * paused is returned as it is; null when there is none by that name.
+   * @example
+   * ```ts
+   * const s = await engine.resumeSchedule('nightly-invoices')
+   * console.log(s?.nextTickAt)
+   * ```
+   * @throws InvalidOptionError (500) a name that no schedule can have.
+   */
+  resumeSchedule(name: string): Promise<ScheduleRecord | null>;
 }
 
 /**
@@ -247,6 +331,7 @@ export interface Engine extends AdminApi, OperatorVerbs {
 export function createEngine<DB>(options: EngineOptions<DB>): Engine {
   const ctx = createContext(options, () => engine);
   const { db, tables } = ctx;
+  const schedules = new ScheduleRegistry();
   const entryPoints: Omit<Engine, "runOnce" | "startRelay" | "startWorker" | "migrate"> = {
     ...adminApi(db, tables),
     ...operatorVerbs(db, tables, ctx.maxPayloadBytes),
@@ -258,19 +343,16 @@ export function createEngine<DB>(options: EngineOptions<DB>): Engine {
     wait: (tenantId, key, opts) => waitForCompletion(ctx, tenantId, key, opts),
     inspect: (tenantId, key) => inspect(db, tables, tenantId, key),
     listKeys: (opts) => listKeys(db, tables, opts),
+    ...scheduleVerbs(ctx, schedules),
   };
   const engine: Engine = {
     // Every entry point names engine.migrate() on a schema that was never migrated, as runOnce does.
     ...withEntryErrors(tables.schema, entryPoints),
     runOnce: (wf, request) => runOnce(ctx, wf, request),
     startRelay: (opts) => startRelay(db, tables, () => faultHookOf(engine), ctx.telemetry, opts),
-    startWorker: (opts) => startWorker(ctx, opts),
+    startWorker: (opts) => startWorker(ctx, opts, scheduleFiring(ctx, schedules, opts)),
     migrate: () => applyMigrations(db, tables),
   };
-  attachDueResumer(engine, (opts) =>
-    resumeDueRuns(ctx, opts).catch((error: unknown) => {
-      throw entryError(error, tables.schema, "resumeDue");
-    }),
-  );
+  attachDueResumer(engine, (opts) => translateEntryErrors(resumeDueRuns(ctx, opts), tables.schema, "resumeDue"));
   return Object.freeze(engine);
 }

@@ -28,11 +28,18 @@ function notMigrated(schema: string, call: string): WorkflowUsageError {
  * What an entry point raises for `error`: idempo's own errors as they are,
  * driver errors that have a typed meaning as that type, others as they are.
  */
-export function entryError(error: unknown, schema: string, call: string): unknown {
+function entryError(error: unknown, schema: string, call: string): unknown {
   if (error instanceof IdempoError) return error;
   if (isConnectionLoss(error)) return new DatabaseUnavailableError(error);
   if (isMissingSchema(error, schema)) return notMigrated(schema, call);
   return error;
+}
+
+/** `work`, its rejection passed through {@link entryError}; `call` names the entry point. */
+export function translateEntryErrors<T>(work: Promise<T>, schema: string, call: string): Promise<T> {
+  return work.catch((error: unknown) => {
+    throw entryError(error, schema, call);
+  });
 }
 
 /** Every method of `api`, its rejections passed through {@link entryError} under the method's name. */
@@ -41,10 +48,7 @@ export function withEntryErrors<T extends object>(schema: string, api: T): T {
   for (const [name, method] of Object.entries(api)) {
     guarded[name] =
       typeof method === "function"
-        ? (...args: unknown[]) =>
-            Promise.resolve(method(...args)).catch((error: unknown) => {
-              throw entryError(error, schema, name);
-            })
+        ? (...args: unknown[]) => translateEntryErrors(Promise.resolve(method(...args)), schema, name)
         : method;
   }
   return guarded as T;

@@ -3,9 +3,10 @@
  * common paths are the cheapest: a new key is claimed in one round trip, and
  * a replay is answered by the same round trip without writing anything.
  */
+import type { RawBuilder } from "kysely";
 import { sql } from "kysely";
-import type { Executor, ExistingRun, RunStatus, Tables, TakenRun } from "./run-store.js";
-import { leaseInterval } from "./run-store.js";
+import type { Executor, ExistingRun, RunStatus, Tables, TakenRun, TakenRunRow } from "./run-store.js";
+import { leaseInterval, readAdmission, takenRunOf } from "./run-store.js";
 import type { TombstoneColumns } from "./tombstones.js";
 import { pastTombstone, tombstoneOf } from "./tombstones.js";
 
@@ -77,10 +78,9 @@ export async function claimNewKey(db: Executor, t: Tables, run: NewRun): Promise
     run.retentionMs,
     run.tombstoneMs,
   ]);
-  const row = rows[0];
-  if (!row) throw new Error("claim statement returned no row");
-  if (row.claimed === true) return { kind: "claimed" };
-  if (row.status === null || row.workflow === null || row.fingerprint === null) return { kind: "raced" };
+  const row = readAdmission(rows[0], (r) => r.claimed === true, "claim");
+  if (row === "made") return { kind: "claimed" };
+  if (row === "raced") return { kind: "raced" };
   return {
     kind: "existing",
     run: {
@@ -113,30 +113,59 @@ export async function claimNewKey(db: Executor, t: Tables, run: NewRun): Promise
  */
 export async function reclaimExpiredKey(db: Executor, t: Tables, run: NewRun): Promise<boolean> {
   const { rows } = await sql<{ n: number }>`/* idempo:reclaim */
-    WITH reset AS (
+    WITH ${rewriteExpiredRecord(
+      t,
+      run,
+      sql`status = 'in_flight', owner_token = ${run.ownerToken},
+          locked_until = clock_timestamp() + ${leaseInterval(run.leaseMs)}, attempt = 1,
+          wake_at = NULL, durable = false`,
+      sql`1`,
+    )}
+    SELECT count(*)::int AS n FROM reset
+  `.execute(db);
+  return (rows[0]?.n ?? 0) === 1;
+}
+
+/**
+ * The CTEs `reset`, `forget` and `forget_signals` of a statement that
+ * reuses a key whose completed record is past retention and past its
+ * tombstone's time: `reset` rewrites the record as the new run `run` (with
+ * `start`, the SET items in which a claimed and an enqueued run differ) and
+ * returns `returning`; nothing of the old run stays in the row (its wait,
+ * deadline, outbox round, trace parent). The other two delete the old run's history and
+ * signals, only when the rewrite happened. Shared by the claim's reclaim and
+ * the enqueue's (store/enqueue.ts).
+ *
+ * Race closed: callers reusing one expired key at once. The UPDATE
+ * row-locks the record; the first rewrites it, and every other caller
+ * re-checks the WHERE against that new version, finds it no longer
+ * completed, and rewrites nothing.
+ */
+export function rewriteExpiredRecord(
+  t: Tables,
+  run: Omit<NewRun, "ownerToken" | "leaseMs">,
+  start: RawBuilder<unknown>,
+  returning: RawBuilder<unknown>,
+): RawBuilder<unknown> {
+  return sql`reset AS (
       UPDATE ${t.runs}
       SET run_id = ${run.runId}, workflow = ${run.workflow}, definition = ${JSON.stringify(run.outline)}::json,
-          definition_hash = ${run.definitionHash}, workflow_version = ${run.workflowVersion}, fingerprint = ${run.fingerprint}, input = ${run.input}::json,
-          parsed_input_hash = ${run.parsedInputHash},
-          status = 'in_flight', owner_token = ${run.ownerToken},
-          locked_until = clock_timestamp() + ${leaseInterval(run.leaseMs)}, attempt = 1, attempt_floor = 0, outbox_round = 0,
-          parked_reason = NULL, parked_at = NULL, wake_at = NULL, wait_kind = NULL, wait_name = NULL, durable = false,
-          recovery_point = NULL, state = '{}', retention_ms = ${run.retentionMs},
+          definition_hash = ${run.definitionHash}, workflow_version = ${run.workflowVersion},
+          fingerprint = ${run.fingerprint}, input = ${run.input}::json, parsed_input_hash = ${run.parsedInputHash},
+          ${start}, attempt_floor = 0, outbox_round = 0, trace_parent = NULL, parked_reason = NULL, parked_at = NULL,
+          wait_kind = NULL, wait_name = NULL, wait_until = NULL, recovery_point = NULL, state = '{}', retention_ms = ${run.retentionMs},
           tombstone_ms = ${run.tombstoneMs}, outcome = NULL, response_status = NULL, response_body = NULL,
           expires_at = NULL, created_at = now(), updated_at = now(), completed_at = NULL
       WHERE tenant_id = ${run.tenantId} AND key = ${run.key}
         AND status = 'completed' AND ${pastTombstone}
-      RETURNING 1
+      RETURNING ${returning}
     ), forget AS (
       DELETE FROM ${t.history} h
       WHERE h.tenant_id = ${run.tenantId} AND h.key = ${run.key} AND EXISTS (SELECT 1 FROM reset)
     ), forget_signals AS (
       DELETE FROM ${t.signals} s
       WHERE s.tenant_id = ${run.tenantId} AND s.key = ${run.key} AND EXISTS (SELECT 1 FROM reset)
-    )
-    SELECT count(*)::int AS n FROM reset
-  `.execute(db);
-  return (rows[0]?.n ?? 0) === 1;
+    )`;
 }
 
 export interface TakeoverRequest {
@@ -155,19 +184,9 @@ export type TakeoverResult =
   | { readonly kind: "taken"; readonly run: TakenRun }
   | { readonly kind: "parked"; readonly reason: string };
 
-interface TakeoverRow {
+interface TakeoverRow extends TakenRunRow {
   status: RunStatus;
   parked_reason: string | null;
-  run_id: string;
-  attempt: number;
-  recovery_point: string | null;
-  state: string;
-  input: string;
-  definition: string;
-  definition_hash: string;
-  workflow: string;
-  workflow_version: number;
-  parsed_input_hash: string | null;
 }
 
 /**
@@ -206,19 +225,5 @@ export async function takeOverExpiredLease(
   const row = rows[0];
   if (!row) return null;
   if (row.status === "parked") return { kind: "parked", reason: row.parked_reason ?? reason };
-  return {
-    kind: "taken",
-    run: {
-      runId: row.run_id,
-      attempt: row.attempt,
-      recoveryPoint: row.recovery_point,
-      state: row.state,
-      input: row.input,
-      outline: JSON.parse(row.definition) as string[],
-      definitionHash: row.definition_hash,
-      workflow: row.workflow,
-      workflowVersion: row.workflow_version,
-      parsedInputHash: row.parsed_input_hash,
-    },
-  };
+  return { kind: "taken", run: takenRunOf(row) };
 }

@@ -4,8 +4,8 @@
  * take serves a client retry that finds its key due.
  */
 import { sql } from "kysely";
-import type { Executor, Tables, TakenRun } from "./run-store.js";
-import { leaseInterval } from "./run-store.js";
+import type { Executor, Tables, TakenRun, TakenRunRow } from "./run-store.js";
+import { leaseInterval, takenRunOf } from "./run-store.js";
 
 /** A due run a worker may take. */
 export interface DueRun {
@@ -82,19 +82,6 @@ export interface TakeDueRequest {
   readonly fingerprint: string | null;
 }
 
-interface TakeRow {
-  run_id: string;
-  attempt: number;
-  recovery_point: string | null;
-  state: string;
-  input: string;
-  definition: string;
-  definition_hash: string;
-  workflow: string;
-  parsed_input_hash: string | null;
-  workflow_version: number;
-}
-
 /**
  * Take a due suspended run: mint an owner token, start a lease, and return
  * what the owner needs to resume after the recovery point, in one
@@ -111,7 +98,7 @@ interface TakeRow {
  * @returns null when the run is not (or no longer) due, or another took it.
  */
 export async function takeDueRun(db: Executor, t: Tables, req: TakeDueRequest): Promise<TakenRun | null> {
-  const { rows } = await sql<TakeRow>`/* idempo:take_due */
+  const { rows } = await sql<TakenRunRow>`/* idempo:take_due */
     WITH due AS (
       SELECT tenant_id, key FROM ${t.runs}
       WHERE tenant_id = ${req.tenantId} AND key = ${req.key}
@@ -137,17 +124,5 @@ export async function takeDueRun(db: Executor, t: Tables, req: TakeDueRequest): 
     SELECT * FROM taken
   `.execute(db);
   const row = rows[0];
-  if (!row) return null;
-  return {
-    runId: row.run_id,
-    attempt: row.attempt,
-    recoveryPoint: row.recovery_point,
-    state: row.state,
-    input: row.input,
-    outline: JSON.parse(row.definition) as string[],
-    definitionHash: row.definition_hash,
-    workflow: row.workflow,
-    parsedInputHash: row.parsed_input_hash,
-    workflowVersion: row.workflow_version,
-  };
+  return row ? takenRunOf(row) : null;
 }

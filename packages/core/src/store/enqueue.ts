@@ -6,10 +6,12 @@
  */
 import { sql } from "kysely";
 import type { NewRun } from "./claim.js";
+import { rewriteExpiredRecord } from "./claim.js";
 import { DUE_CHANNEL } from "./notify-channels.js";
 import type { Executor, RunStatus, Tables, Tombstone } from "./run-store.js";
+import { readAdmission } from "./run-store.js";
 import type { TombstoneColumns } from "./tombstones.js";
-import { pastTombstone, tombstoneOf } from "./tombstones.js";
+import { tombstoneOf } from "./tombstones.js";
 
 /** What an enqueued run stores: a claim without owner and lease. */
 export type EnqueuedRun = Omit<NewRun, "ownerToken" | "leaseMs">;
@@ -90,10 +92,9 @@ export async function enqueueRun(tx: Executor, t: Tables, run: EnqueuedRun): Pro
     FROM (VALUES (1)) AS one (x)
     LEFT JOIN found f ON true
   `.execute(tx);
-  const row = rows[0];
-  if (!row) throw new Error("enqueue statement returned no row");
-  if (row.created === true) return { kind: "created" };
-  if (row.status === null || row.workflow === null || row.fingerprint === null) return { kind: "raced" };
+  const row = readAdmission(rows[0], (r) => r.created === true, "enqueue");
+  if (row === "made") return { kind: "created" };
+  if (row === "raced") return { kind: "raced" };
   return {
     kind: "existing",
     workflow: row.workflow,
@@ -116,26 +117,13 @@ export async function enqueueRun(tx: Executor, t: Tables, run: EnqueuedRun): Pro
  */
 export async function reclaimExpiredForEnqueue(tx: Executor, t: Tables, run: EnqueuedRun): Promise<boolean> {
   const { rows } = await sql<{ n: number }>`/* idempo:reclaim_enqueue */
-    WITH reset AS (
-      UPDATE ${t.runs}
-      SET run_id = ${run.runId}, workflow = ${run.workflow}, definition = ${JSON.stringify(run.outline)}::json,
-          definition_hash = ${run.definitionHash}, workflow_version = ${run.workflowVersion},
-          fingerprint = ${run.fingerprint}, input = ${run.input}::json, parsed_input_hash = ${run.parsedInputHash},
-          status = 'suspended', owner_token = NULL, locked_until = NULL, attempt = 0, attempt_floor = 0,
-          parked_reason = NULL, parked_at = NULL, wake_at = clock_timestamp(), wait_kind = NULL, wait_name = NULL,
-          durable = true, recovery_point = NULL, state = '{}', retention_ms = ${run.retentionMs},
-          tombstone_ms = ${run.tombstoneMs}, outcome = NULL, response_status = NULL, response_body = NULL,
-          expires_at = NULL, trace_parent = NULL, created_at = now(), updated_at = now(), completed_at = NULL
-      WHERE tenant_id = ${run.tenantId} AND key = ${run.key}
-        AND status = 'completed' AND ${pastTombstone}
-      RETURNING workflow
-    ), forget AS (
-      DELETE FROM ${t.history} h
-      WHERE h.tenant_id = ${run.tenantId} AND h.key = ${run.key} AND EXISTS (SELECT 1 FROM reset)
-    ), forget_signals AS (
-      DELETE FROM ${t.signals} s
-      WHERE s.tenant_id = ${run.tenantId} AND s.key = ${run.key} AND EXISTS (SELECT 1 FROM reset)
-    ), notified AS (
+    WITH ${rewriteExpiredRecord(
+      t,
+      run,
+      sql`status = 'suspended', owner_token = NULL, locked_until = NULL, attempt = 0,
+          wake_at = clock_timestamp(), durable = true`,
+      sql`workflow`,
+    )}, notified AS (
       SELECT pg_notify(${DUE_CHANNEL}, workflow) FROM reset
     )
     SELECT (SELECT count(*) FROM reset)::int AS n, (SELECT count(*) FROM notified) AS notified

@@ -4,21 +4,23 @@
  * never a run.
  */
 import { createHash } from "node:crypto";
-import type { RawBuilder } from "kysely";
-import { sql } from "kysely";
 
 /** Runs became due (enqueued, signalled, or a new wake-up time was committed): workers look again. */
 export const DUE_CHANNEL = "idempo_due";
 
-/** A durable run completed; the payload is {@link completionTag} of its tenant and key. */
+/**
+ * A durable run completed; the payload is {@link completionTag} of its
+ * tenant and key. Sent only by the SQL function `mark_completed` (migration
+ * 0014), which spells this channel and calls `completion_tag` for the tag;
+ * test/notify-channels.test.ts checks both against these.
+ */
 export const DONE_CHANNEL = "idempo_done";
 
-/** The tag a completion notification carries: MD5 hex of tenant, U+001F and key (no key in clear text). */
+/**
+ * The tag a completion notification carries: MD5 hex of tenant, U+001F and
+ * key (no key in clear text). The SQL function `completion_tag` (migration
+ * 0014) computes the same.
+ */
 export function completionTag(tenantId: string, key: string): string {
   return createHash("md5").update(`${tenantId}\u001f${key}`, "utf8").digest("hex");
-}
-
-/** The same tag in SQL, over the columns of a row alias. */
-export function completionTagSql(alias: string): RawBuilder<unknown> {
-  return sql`md5(${sql.ref(`${alias}.tenant_id`)} || chr(31) || ${sql.ref(`${alias}.key`)})`;
 }

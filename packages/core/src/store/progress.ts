@@ -3,42 +3,40 @@
  * owner token: an attempt that lost its lease changes nothing, and learns so
  * from the affected-row count of that very statement.
  */
+import type { RawBuilder } from "kysely";
 import { sql } from "kysely";
 import { newId } from "../ids.js";
-import { completionTagSql, DONE_CHANNEL } from "./notify-channels.js";
 import type { Executor, Ownership, StoredResponse, Tables } from "./run-store.js";
-import { leaseInterval } from "./run-store.js";
 
 /** Error text as a text column accepts it: PostgreSQL text cannot hold NUL. */
 export function storableText(text: string): string {
   return text.replaceAll("\u0000", "\\u0000");
 }
 
-/** SET clause of a completion: store the response, drop owner and lease, start retention. */
-function completion(response: StoredResponse) {
-  return sql`status = 'completed', owner_token = NULL, locked_until = NULL,
-    outcome = ${response.outcome}, response_status = ${response.status}, response_body = ${response.body}::json,
-    expires_at = clock_timestamp() + retention_ms * interval '1 millisecond', completed_at = clock_timestamp()`;
-}
-
-/** SET clause of an advance: a commit also extends the lease, unless it completes the run. */
-export function leaseOrCompletion(adv: Advance) {
-  return adv.response
-    ? completion(adv.response)
-    : sql`locked_until = clock_timestamp() + ${leaseInterval(adv.leaseMs)}`;
-}
+/** Who completes a run: the attempt that owns it (fenced on its token), or an operator's cancel. */
+export type Completer = { readonly ownerToken: string } | "operator";
 
 /**
- * A CTE that announces the completion of a durable run (enqueued or once
- * suspended) on {@link DONE_CHANNEL}, for `engine.wait`. `cte` must return
- * `tenant_id, key, status, durable` of the updated row. A plain request run
- * queues no notification, so its commit never takes the notification lock.
+ * The call of `mark_completed` (migration 0014) as a FROM item: the one
+ * statement that completes a run (stores the response, drops owner and
+ * lease, starts retention, and announces a durable run's completion on
+ * `DONE_CHANNEL` for `engine.wait`). It yields the completed row of `runs`,
+ * or no row when the run was not the completer's to complete. `last` is the
+ * run's last item when the completion also advances past it (its name and
+ * the JSON text of the state), `pastWait` when that item is a wait.
  */
-export function announceCompletion(cte: string) {
-  return sql`announced AS (
-    SELECT pg_notify(${DONE_CHANNEL}, ${completionTagSql("a")}) FROM ${sql.table(cte)} a
-    WHERE a.durable AND a.status = 'completed'
-  )`;
+export function markCompleted(
+  t: Tables,
+  tenantId: string,
+  key: string,
+  by: Completer,
+  response: StoredResponse,
+  last?: { readonly name: string; readonly state: string; readonly pastWait: boolean },
+): RawBuilder<unknown> {
+  const ownerToken = by === "operator" ? null : by.ownerToken;
+  return sql`${t.markCompleted}(${tenantId}, ${key}, ${ownerToken}::text, ${by === "operator"},
+    ${response.outcome}, ${response.status}::integer, ${response.body}::json,
+    ${last?.name ?? null}::text, ${last?.state ?? null}::json, ${last?.pastWait ?? false})`;
 }
 
 /** The last three arguments of a commit that may complete the run: its outcome, status and body, or nulls. */
@@ -71,7 +69,7 @@ export interface Advance {
  * @returns false when the attempt no longer owns the key.
  */
 export async function commitPhase(tx: Executor, t: Tables, own: Ownership, adv: Advance): Promise<boolean> {
-  // The statement is the function commit_phase of migration 0008 (a cached plan on every driver).
+  // The statement is the function commit_phase of migration 0014 (a cached plan on every driver).
   const rows = await t.calls.call<{ ok: boolean }>(tx, "commit_phase", [
     own.tenantId,
     own.key,
@@ -143,7 +141,7 @@ export async function recordStepResult(
   adv: Advance,
   tries: string | null,
 ): Promise<boolean> {
-  // The statement is the function record_step_result of migration 0013.
+  // The statement is the function record_step_result of migration 0014.
   const rows = await t.calls.call<{ ok: boolean }>(db, "record_step_result", [
     own.tenantId,
     own.key,
@@ -167,7 +165,7 @@ export async function recordStepResult(
  * @returns false when the attempt no longer owns the key.
  */
 export async function completeRun(db: Executor, t: Tables, own: Ownership, response: StoredResponse): Promise<boolean> {
-  // The statement is the function complete_run of migration 0008.
+  // The statement is the function complete_run of migration 0014.
   const rows = await t.calls.call<{ ok: boolean }>(db, "complete_run", [
     own.tenantId,
     own.key,

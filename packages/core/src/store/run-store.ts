@@ -20,8 +20,11 @@ export interface Tables {
   readonly outbox: RawBuilder<unknown>;
   readonly signals: RawBuilder<unknown>;
   readonly tombstones: RawBuilder<unknown>;
+  readonly schedules: RawBuilder<unknown>;
   /** The function naming a key in `tombstones` (migration 0010): `${t.keyDigest}(key)`. */
   readonly keyDigest: RawBuilder<unknown>;
+  /** The function that completes a run (migration 0014); see `markCompleted` in progress.ts. */
+  readonly markCompleted: RawBuilder<unknown>;
   /** The calls of the statement functions in this schema. */
   readonly calls: StatementCalls;
 }
@@ -37,7 +40,9 @@ export function tablesIn(schema: string, prepare = true): Tables {
     outbox: sql.id(schema, "outbox"),
     signals: sql.id(schema, "signals"),
     tombstones: sql.id(schema, "tombstones"),
+    schedules: sql.id(schema, "schedules"),
     keyDigest: sql.id(schema, "key_digest"),
+    markCompleted: sql.id(schema, "mark_completed"),
   };
 }
 
@@ -105,6 +110,39 @@ export interface TakenRun {
   readonly parsedInputHash: string | null;
 }
 
+/**
+ * The columns a statement that takes a run (a takeover, the take of a due
+ * run) returns for it, the JSON ones as text.
+ */
+export interface TakenRunRow {
+  run_id: string;
+  attempt: number;
+  recovery_point: string | null;
+  state: string;
+  input: string;
+  definition: string;
+  definition_hash: string;
+  workflow: string;
+  parsed_input_hash: string | null;
+  workflow_version: number;
+}
+
+/** What the new owner gets of a taken run's row. */
+export function takenRunOf(row: TakenRunRow): TakenRun {
+  return {
+    runId: row.run_id,
+    attempt: row.attempt,
+    recoveryPoint: row.recovery_point,
+    state: row.state,
+    input: row.input,
+    outline: JSON.parse(row.definition) as string[],
+    definitionHash: row.definition_hash,
+    workflow: row.workflow,
+    workflowVersion: row.workflow_version,
+    parsedInputHash: row.parsed_input_hash,
+  };
+}
+
 /** The identity every fenced write carries. */
 export interface Ownership {
   readonly tenantId: string;
@@ -119,4 +157,33 @@ export interface StoredResponse {
   readonly status: number;
   /** JSON text, stored and replayed byte for byte. */
   readonly body: string;
+}
+
+/** What the admission statements (the claim, the enqueue) answer of the record they found, null when none. */
+export interface FoundColumns {
+  workflow: string | null;
+  fingerprint: string | null;
+  status: RunStatus | null;
+}
+
+/** An admission row that found a record. */
+export type Found<R extends FoundColumns> = R & { workflow: string; fingerprint: string; status: RunStatus };
+
+/**
+ * Read the one row an admission statement answers: `"made"` when this call
+ * wrote the record (`made(row)`), `"raced"` when a concurrent caller
+ * committed between the statement's snapshot and its insert (no record
+ * read; the caller asks again), else the row of the record found.
+ *
+ * @throws Error when the statement answered no row (a defect: both statements always answer one).
+ */
+export function readAdmission<R extends FoundColumns>(
+  row: R | undefined,
+  made: (row: R) => boolean,
+  statement: string,
+): "made" | "raced" | Found<R> {
+  if (!row) throw new Error(`${statement} statement returned no row`);
+  if (made(row)) return "made";
+  if (row.status === null || row.workflow === null || row.fingerprint === null) return "raced";
+  return row as Found<R>;
 }

@@ -27,8 +27,14 @@ import { TableStatistics } from "./table-statistics.js";
 // biome-ignore lint/suspicious/noExplicitAny: the store is schema-agnostic
 type Executor = Pick<Kysely<any>, "getExecutor" | "isTransaction">;
 
-/** The statement functions, with the marker comment the call carries (logs, `pg_stat_statements`) and its arity. */
-const FUNCTIONS = {
+/**
+ * The statement functions, with the marker comment the call carries (logs,
+ * `pg_stat_statements`), the arity of the form the engine calls (the
+ * newest, where a migration added an overload) and whether it answers rows
+ * or one boolean `ok`. test/statement-functions.test.ts checks each against
+ * `pg_proc` of the migrated schema.
+ */
+export const FUNCTIONS = {
   claim_new_key: { marker: "claim", arity: 14, answer: "row" },
   take_over_expired_lease: { marker: "takeover", arity: 7, answer: "row" },
   commit_phase: { marker: "commit_phase", arity: 12, answer: "ok" },
@@ -38,7 +44,7 @@ const FUNCTIONS = {
   renew_lease: { marker: "renew", arity: 4, answer: "ok" },
 } as const;
 
-/** A statement function of migration 0008 (the claim's as 0010 overloads it, the step result's as 0013 does). */
+/** A statement function of migration 0008 (the claim's as 0010 overloads it, the step result's as 0013 does, as 0014 restates some). */
 export type StatementFunction = keyof typeof FUNCTIONS;
 
 /**

@@ -10,7 +10,7 @@
 import { sql } from "kysely";
 import type { RecordRow } from "./operations.js";
 import { RECORD_COLUMNS } from "./operations.js";
-import { announceCompletion } from "./progress.js";
+import { markCompleted } from "./progress.js";
 import type { Executor, Ownership, StoredResponse, Tables } from "./run-store.js";
 
 /**
@@ -100,17 +100,9 @@ export async function cancelRun(
   key: string,
   response: StoredResponse,
 ): Promise<RecordRow | null> {
+  // The completion is mark_completed of migration 0014, the statement every completion shares.
   const { rows } = await sql<RecordRow>`/* idempo:cancel */
-    WITH canceled AS (
-      UPDATE ${t.runs}
-      SET status = 'completed', owner_token = NULL, locked_until = NULL, parked_reason = NULL, parked_at = NULL,
-          outcome = ${response.outcome}, response_status = ${response.status}, response_body = ${response.body}::json,
-          expires_at = clock_timestamp() + retention_ms * interval '1 millisecond', completed_at = clock_timestamp(),
-          updated_at = clock_timestamp()
-      WHERE tenant_id = ${tenantId} AND key = ${key} AND status IN ('in_flight', 'parked', 'suspended')
-      RETURNING ${RECORD_COLUMNS}, durable
-    ), ${announceCompletion("canceled")}
-    SELECT * FROM canceled WHERE (SELECT count(*) FROM announced) >= 0
+    SELECT ${RECORD_COLUMNS} FROM ${markCompleted(t, tenantId, key, "operator", response)}
   `.execute(db);
   return rows[0] ?? null;
 }

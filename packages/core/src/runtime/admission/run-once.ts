@@ -17,7 +17,7 @@ import type { Definition, Workflow } from "../../workflow/definition.js";
 import { versionsOf } from "../../workflow/versions.js";
 import type { EngineContext } from "../engine-context.js";
 import { leaseFor, runAttributes } from "../engine-context.js";
-import { entryError } from "../entry-errors.js";
+import { translateEntryErrors } from "../entry-errors.js";
 import { execute } from "../execution/executor.js";
 import { DEFAULT_MAX_ATTEMPTS, reportParkedByTakeover, resumeTaken } from "../execution/resume.js";
 import type { RunResult } from "../execution/run-result.js";
@@ -63,7 +63,12 @@ export function runOnce<In, B>(
       telemetry.count("claims", { "idempo.workflow": name, "idempo.claim.result": result });
     };
     try {
-      const result = await guardedRun(ctx, wf, request, span, claimed);
+      // Translated inside the span, so that it records the error the caller gets.
+      const result = await translateEntryErrors(
+        claimAndRun(ctx, wf, request, span, claimed),
+        ctx.tables.schema,
+        "runOnce",
+      );
       span.set({ "idempo.outcome": result.outcome, "idempo.replayed": result.replayed });
       return result;
     } finally {
@@ -74,20 +79,6 @@ export function runOnce<In, B>(
 
 /** The call's claim report: on the span and in the `claims` counter. */
 type Report = (result: ClaimResult) => void;
-
-async function guardedRun<In, B>(
-  ctx: EngineContext,
-  wf: Workflow<In, B>,
-  request: RunOnceRequest<In>,
-  span: SpanScope,
-  claimed: Report,
-): Promise<RunResult<B>> {
-  try {
-    return await claimAndRun(ctx, wf, request, span, claimed);
-  } catch (error) {
-    throw entryError(error, ctx.tables.schema, "runOnce");
-  }
-}
 
 async function claimAndRun<In, B>(
   ctx: EngineContext,

@@ -37,7 +37,8 @@ const CANDIDATES_PER_SLOT = 8;
 /** Tenants remembered for fairness; past it the memory starts afresh. */
 const MEMORY = 10_000;
 
-export function startDueLoop(options: DueLoopOptions, ops: DueLoopOps): { stop(): Promise<void> } {
+/** Starts the loop; `wake()` makes it look for due runs now (runs created in this process). */
+export function startDueLoop(options: DueLoopOptions, ops: DueLoopOps): { stop(): Promise<void>; wake(): void } {
   const loop = new PollingLoop({
     concurrency: options.concurrency,
     pollMs: options.pollMs,

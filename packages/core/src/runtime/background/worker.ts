@@ -68,6 +68,13 @@ export interface WorkerOptions extends ResumeStaleOptions, ListenCheckOptions {
   /** Also sweep expired records each round (Default: true). */
   sweep?: boolean;
   /**
+   * Also fire due schedule ticks (Default: true): those of the schedules
+   * this engine registered with `engine.schedule`, and those without an
+   * input function whose workflow is in `workflows`. Any number of workers
+   * may fire: each tick starts one run.
+   */
+  schedules?: boolean;
+  /**
    * Called with errors of a round; the loop goes on (Default: ignore). A
    * schema that was never migrated is reported once per outage, as the
    * `WorkflowUsageError` that names `engine.migrate()`, until a round works again.
@@ -75,11 +82,22 @@ export interface WorkerOptions extends ResumeStaleOptions, ListenCheckOptions {
   onError?: (error: unknown) => void;
 }
 
+/** Pause between maintenance rounds when `intervalMs` is not given, in ms. */
+export const DEFAULT_WORKER_INTERVAL_MS = 5_000;
+
+/**
+ * A loop run beside the worker's own (the schedule firing loop), started
+ * once the options are checked: it reports through the worker's errors (so
+ * a schema that was never migrated is still reported once per outage),
+ * may wake the due-run loop for runs it created, and is stopped with it.
+ */
+export type BesideLoop = (errors: LoopErrors, wakeDue: () => void) => { stop(): Promise<void> };
+
 /** Start a worker; see `Engine.startWorker`. */
-export function startWorker(ctx: EngineContext, opts: WorkerOptions): Worker {
+export function startWorker(ctx: EngineContext, opts: WorkerOptions, beside?: BesideLoop): Worker {
   const at = "startWorker";
   checkOptions(at, WORKER_OPTIONS, opts);
-  const intervalMs = intOption(at, "intervalMs", opts?.intervalMs, 1, MAX_TIMER_MS, 5_000);
+  const intervalMs = intOption(at, "intervalMs", opts?.intervalMs, 1, MAX_TIMER_MS, DEFAULT_WORKER_INTERVAL_MS);
   const byName = deployedByName(at, opts.workflows);
   for (const versions of byName.values()) ctx.workflows.remember(versions);
   const limit = intOption(at, "limit", opts.limit, 1, 10_000, 100);
@@ -129,9 +147,10 @@ export function startWorker(ctx: EngineContext, opts: WorkerOptions): Worker {
       onListenBack: () => ctx.telemetry.log("info", {}, "idempo: worker LISTEN re-established; NOTIFY wakes it again"),
     },
   );
+  const besides = beside?.(errors, () => due.wake());
   return {
     async stop() {
-      await Promise.all([maintenance.stop(checks.answerTimeoutMs), due.stop()]);
+      await Promise.all([maintenance.stop(checks.answerTimeoutMs), due.stop(), besides?.stop()]);
     },
   };
 }

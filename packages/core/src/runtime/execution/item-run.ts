@@ -1,9 +1,11 @@
 /**
  * What the item runners of one attempt share: the named argument each runner
  * takes (`ItemRun`), what a runner returns (`Outcome`), and the steps every
- * kind of item ends with (the response, `ctx.fail`, `fail`/`reject` control).
+ * kind of item ends with (the progress it commits, the response, `ctx.fail`,
+ * `fail`/`reject` control).
  */
 import type { JsonObject, JsonValue } from "../../json/json-value.js";
+import type { Advance } from "../../store/progress.js";
 import { completeRun, recordFailure } from "../../store/progress.js";
 import type { Executor, StoredResponse } from "../../store/run-store.js";
 import type { SpanScope } from "../../telemetry/telemetry.js";
@@ -14,7 +16,7 @@ import type { LeaseKeeper } from "./lease-keeper.js";
 import type { ExecutorDeps, Plan } from "./plan.js";
 import type { RunResult } from "./run-result.js";
 import type { StepTries } from "./step-tries.js";
-import { bodyText, checkStatus } from "./values.js";
+import { bodyText, checkStatus, mergeState, stateText } from "./values.js";
 
 /** What an item left: the run goes on with `state`, or it is done with `result`. */
 export type Outcome = { kind: "continue"; state: JsonObject } | { kind: "done"; result: RunResult<unknown> };
@@ -69,6 +71,56 @@ export async function respondWith(
 export function resultOf(response: StoredResponse, replayed: boolean): RunResult<unknown> {
   const body = JSON.parse(response.body) as JsonValue;
   return { status: response.status, body, replayed, outcome: response.outcome } as RunResult<unknown>;
+}
+
+/** What an item commits: the run's state with the item's value merged in, and the progress that stores it. */
+export interface ItemProgress {
+  readonly state: JsonObject;
+  /** The item as the recovery point, without the response (see {@link withResponse}). */
+  readonly progress: Advance;
+}
+
+/**
+ * `merged` merged into the run's state as the item's progress; `value` is
+ * what the payload bound measures when the whole state is over it (the
+ * item's own result, which `merged` may wrap). `where` names the item in errors.
+ *
+ * @throws UnstorableValueError when `merged` is not a JSON object; PayloadTooLargeError when `value` is over the bound.
+ */
+export function itemProgress<K extends Item["kind"]>(
+  { deps, plan, item, info }: ItemRun<K>,
+  where: string,
+  merged: unknown,
+  value: unknown = merged,
+): ItemProgress {
+  const state = mergeState(info.state as JsonObject, merged, where);
+  return {
+    state,
+    progress: {
+      name: item.name,
+      attempt: plan.attempt,
+      state: stateText(state, value, where, deps.maxPayloadBytes),
+      leaseMs: plan.leaseMs,
+    },
+  };
+}
+
+/**
+ * `progress`, with the run's response (`respond` at `state`) when the item
+ * is the workflow's last: its commit completes the run.
+ */
+export async function withResponse<K extends Item["kind"]>(
+  { deps, plan, last }: ItemRun<K>,
+  progress: Advance,
+  state: JsonObject,
+): Promise<Advance> {
+  if (!last) return progress;
+  return { ...progress, response: await respondWith(plan.def, runInfo(plan, state), deps.maxPayloadBytes) };
+}
+
+/** Where the run stands once `advance` is committed: done with its response, or going on with `state`. */
+export function advanced(advance: Advance, state: JsonObject): Outcome {
+  return advance.response ? { kind: "done", result: resultOf(advance.response, false) } : { kind: "continue", state };
 }
 
 /** A `ctx.fail` to store: the throw, the item's history entry, and the handle to write through. */

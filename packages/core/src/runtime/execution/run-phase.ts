@@ -1,15 +1,12 @@
 /** The runner of a `.phase` item. */
 import { PhaseConflictError } from "../../errors.js";
-import type { JsonObject } from "../../json/json-value.js";
-import type { Advance } from "../../store/progress.js";
 import { commitPhase } from "../../store/progress.js";
 import { FailThrow } from "./control-flow.js";
 import { isTransient } from "./db-errors.js";
 import type { ItemRun, Outcome } from "./item-run.js";
-import { completeWithFailure, control, respondWith, resultOf, runInfo } from "./item-run.js";
+import { advanced, completeWithFailure, control, itemProgress, withResponse } from "./item-run.js";
 import { phaseOutbox } from "./phase-outbox.js";
 import { inPhaseTransaction } from "./phase-transaction.js";
-import { mergeState, stateText } from "./values.js";
 
 /** Transient conflicts are retried up to this many tries... */
 const PHASE_TRIES = 20;
@@ -22,7 +19,7 @@ const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 /** A `.phase` item: run its code in one transaction that also commits its recovery point; retry transient conflicts. */
 export async function runPhase(run: ItemRun<"phase">): Promise<Outcome> {
-  const { deps, plan, lease, item, info, last } = run;
+  const { deps, plan, lease, item, info } = run;
   const where = `phase '${item.name}'`;
   // An integer checked by the builder: safe to write into the SET statement.
   const lockTimeout = Math.trunc(plan.def.options.lockTimeoutMs ?? DEFAULT_LOCK_TIMEOUT_MS);
@@ -57,20 +54,12 @@ export async function runPhase(run: ItemRun<"phase">): Promise<Outcome> {
             item: { kind: "phase", name: item.name, entryId: null },
           });
         }
-        const state = mergeState(info.state as JsonObject, result, where);
-        const advance: Advance = {
-          name: item.name,
-          attempt: plan.attempt,
-          state: stateText(state, result, where, deps.maxPayloadBytes),
-          leaseMs: plan.leaseMs,
-          ...(last ? { response: await respondWith(plan.def, runInfo(plan, state), deps.maxPayloadBytes) } : {}),
-        };
+        const { state, progress } = itemProgress(run, where, result);
+        const advance = await withResponse(run, progress, state);
         if (advance.response) lease.finishing();
         // A phase that never used tx commits its recovery point alone, in autocommit.
         if (!(await commitPhase(committer(), deps.tables, plan.own, advance))) throw lease.lost();
-        return advance.response
-          ? { kind: "done", result: resultOf(advance.response, false) }
-          : { kind: "continue", state };
+        return advanced(advance, state);
       });
       // A phase whose code hangs with its transaction open must not hold the attempt past its bound.
       return await lease.until(work);

@@ -1,23 +1,20 @@
 /** The runner of a `.step` item: a call to another system, made once per derived key. */
-import type { JsonObject } from "../../json/json-value.js";
 import { deriveStepKey } from "../../keys/derived-key.js";
 import type { Advance } from "../../store/progress.js";
 import { recordStepResult, recordStepStarted } from "../../store/progress.js";
-import type { StoredResponse } from "../../store/run-store.js";
 import { keyHash } from "../../telemetry/telemetry.js";
 import { FailThrow } from "./control-flow.js";
 import type { ItemRun, Outcome } from "./item-run.js";
-import { completeWithFailure, control, respondWith, resultOf, runInfo } from "./item-run.js";
+import { advanced, completeWithFailure, control, itemProgress, withResponse } from "./item-run.js";
 import { callStep } from "./step-call.js";
 import { StepTries } from "./step-tries.js";
-import { mergeState, stateText } from "./values.js";
 
 /**
  * A `.step` item: record its start, reconcile when an earlier attempt may
  * have called already, call it with its derived key, and record its result.
  */
 export async function runStep(run: ItemRun<"step">): Promise<Outcome> {
-  const { deps, plan, lease, item, info, last, hook, openStep, span } = run;
+  const { deps, plan, lease, item, info, hook, openStep, span } = run;
   const where = `step '${item.name}'`;
   const idempotencyKey = deriveStepKey(plan.own.tenantId, plan.own.key, plan.def.name, item.name);
   if (span.recording) span.set({ "idempo.step.derived_key.hash": keyHash(plan.own.tenantId, idempotencyKey) });
@@ -85,25 +82,18 @@ export async function runStep(run: ItemRun<"step">): Promise<Outcome> {
   const triesJson = tries.toJson();
   span.set({ "idempo.step.reconciled": outcome === "reconciled" });
   if (hook) await hook(`called:step:${item.name}`);
-  const state = mergeState(info.state as JsonObject, result, where);
-  const progress: Advance = {
-    name: item.name,
-    attempt: plan.attempt,
-    state: stateText(state, result, where, deps.maxPayloadBytes),
-    leaseMs: plan.leaseMs,
-  };
-  let response: StoredResponse | undefined;
+  const { state, progress } = itemProgress(run, where, result);
+  let advance: Advance;
   try {
-    if (last) response = await respondWith(plan.def, runInfo(plan, state), deps.maxPayloadBytes);
+    advance = await withResponse(run, progress, state);
   } catch (error) {
     // The call happened: keep its result even though respond failed, so a retry does not call again.
     if (!(await recordStepResult(deps.db, deps.tables, plan.own, started.entryId, outcome, progress, triesJson)))
       throw lease.lost();
     throw error;
   }
-  const advance: Advance = response ? { ...progress, response } : progress;
-  if (response) lease.finishing();
+  if (advance.response) lease.finishing();
   if (!(await recordStepResult(deps.db, deps.tables, plan.own, started.entryId, outcome, advance, triesJson)))
     throw lease.lost();
-  return advance.response ? { kind: "done", result: resultOf(advance.response, false) } : { kind: "continue", state };
+  return advanced(advance, state);
 }

@@ -1,8 +1,7 @@
 /** The runners of the items that suspend a run: `.sleep` and `.waitFor`. */
 import { UnstorableValueError } from "../../errors.js";
-import type { JsonObject, JsonValue } from "../../json/json-value.js";
+import type { JsonValue } from "../../json/json-value.js";
 import { MAX_STORED_MS } from "../../options/limits.js";
-import type { Advance } from "../../store/progress.js";
 import { completeRun } from "../../store/progress.js";
 import type { Executor, StoredResponse } from "../../store/run-store.js";
 import { discardSignal } from "../../store/signals.js";
@@ -10,10 +9,10 @@ import { advancePastWait, checkSignalOrSuspend, lockOwnRun, suspendForSleep } fr
 import type { RunInfo, TimeoutContext } from "../../workflow/context.js";
 import { FailThrow } from "./control-flow.js";
 import type { ItemRun, Outcome } from "./item-run.js";
-import { completeWithFailure, control, respondWith, resultOf, runInfo } from "./item-run.js";
+import { advanced, completeWithFailure, control, itemProgress, resultOf, withResponse } from "./item-run.js";
 import type { Plan } from "./plan.js";
 import type { RunResult } from "./run-result.js";
-import { bodyText, checkWaitPayload, discardReason, mergeState, stateText } from "./values.js";
+import { bodyText, checkWaitPayload, discardReason } from "./values.js";
 
 /** The 202 a suspension answers with: the workflow's `accepted` body, or null. */
 async function suspendedResult(
@@ -72,21 +71,15 @@ function waitTimeoutResponse(name: string, timeoutMs: number | undefined): Store
  * never come.
  */
 export async function runWait(run: ItemRun<"wait">): Promise<Outcome> {
-  const { deps, plan, lease, item, info, last, hook } = run;
+  const { deps, plan, lease, item, info, hook } = run;
   const where = `waitFor '${item.name}'`;
   const advanceWith = async (tx: Executor, value: unknown): Promise<Outcome> => {
     const merged = value === undefined ? null : value;
-    const state = mergeState(info.state as JsonObject, { [item.name]: merged }, where);
-    const adv: Advance = {
-      name: item.name,
-      attempt: plan.attempt,
-      state: stateText(state, merged, where, deps.maxPayloadBytes),
-      leaseMs: plan.leaseMs,
-      ...(last ? { response: await respondWith(plan.def, runInfo(plan, state), deps.maxPayloadBytes) } : {}),
-    };
+    const { state, progress } = itemProgress(run, where, { [item.name]: merged }, merged);
+    const adv = await withResponse(run, progress, state);
     lease.finishing(adv.response !== undefined);
     if (!(await advancePastWait(tx, deps.tables, plan.own, adv))) throw lease.lost();
-    return adv.response ? { kind: "done", result: resultOf(adv.response, false) } : { kind: "continue", state };
+    return advanced(adv, state);
   };
   const work = deps.db.transaction().execute(async (tx): Promise<Outcome | "timed_out"> => {
     if (!(await lockOwnRun(tx, deps.tables, plan.own))) throw lease.lost();

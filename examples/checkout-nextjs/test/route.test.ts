@@ -3,9 +3,9 @@
  * served by `next start` on loopback, driven over HTTP on real PostgreSQL:
  * a key runs the checkout once, its retry is replayed, the same key with
  * another body is 422, a retry while the first is in flight is 409, no key
- * is 400. Building needs the packages' dist/ (built here when missing) and
- * the Next.js toolchain; when the build cannot run, the test is skipped and
- * says why.
+ * is 400. Building needs the packages' dist/ (brought up to date here) and
+ * the Next.js toolchain: where `next` is not installed the test is skipped
+ * and says why; a build that fails fails the test.
  */
 import type { ChildProcess } from "node:child_process";
 import { spawn, spawnSync } from "node:child_process";
@@ -23,27 +23,28 @@ const repo = join(root, "..", "..");
 const env = { ...process.env, NEXT_TELEMETRY_DISABLED: "1" };
 const BUILD_TIMEOUT_MS = 20 * 60_000;
 
-/** Build the packages the route imports (it loads their dist/, as an installed app does), then the app. */
-function build(): string | undefined {
+const next = join(root, "node_modules", "next", "dist", "bin", "next");
+const missing = existsSync(next) ? undefined : "next is not installed (pnpm install)";
+if (missing !== undefined) console.warn(`SKIPPED the Next.js route test: ${missing}`);
+
+/**
+ * Build the packages the route imports (it loads their dist/, as an
+ * installed app does; `tsc -b` is incremental, so an up-to-date dist/ costs
+ * little), then the app. Throws with the build's output when either fails.
+ */
+function build(): void {
   const tsc = join(repo, "node_modules", "typescript", "bin", "tsc");
-  if (!existsSync(join(repo, "packages", "http", "dist", "adapters", "fetch.js"))) {
-    const packages = spawnSync(process.execPath, [tsc, "-b", join(repo, "packages", "http")], { encoding: "utf8" });
-    if (packages.status !== 0) return `building @idempo/http failed: ${packages.stdout}${packages.stderr}`;
-  }
-  const next = join(root, "node_modules", "next", "dist", "bin", "next");
-  if (!existsSync(next)) return "next is not installed (pnpm install)";
+  const packages = spawnSync(process.execPath, [tsc, "-b", join(repo, "packages", "http")], { encoding: "utf8" });
+  if (packages.status !== 0) throw new Error(`building @idempo/http failed: ${packages.stdout}${packages.stderr}`);
   const app = spawnSync(process.execPath, [next, "build"], {
     cwd: root,
     env,
     encoding: "utf8",
     timeout: BUILD_TIMEOUT_MS,
   });
-  if (app.status !== 0) return `next build ended with ${app.signal ?? app.status}: ${app.stdout}${app.stderr}`;
-  return undefined;
+  if (app.status !== 0)
+    throw new Error(`next build ended with ${app.signal ?? app.status}: ${app.stdout}${app.stderr}`);
 }
-
-const failure = build();
-if (failure !== undefined) console.warn(`SKIPPED the Next.js route test: the app could not be built here.\n${failure}`);
 
 async function freePort(): Promise<number> {
   const server = createServer();
@@ -53,7 +54,7 @@ async function freePort(): Promise<number> {
   return port;
 }
 
-describe.skipIf(failure !== undefined)("the Next.js route handler app/api/checkout/route.ts", () => {
+describe.skipIf(missing !== undefined)("the Next.js route handler app/api/checkout/route.ts", () => {
   const clone = useClonedDatabase("idempo_next_t", {
     prepare: async (db) => {
       await sql.raw(CREATE_TABLES).execute(db);
@@ -63,8 +64,8 @@ describe.skipIf(failure !== undefined)("the Next.js route handler app/api/checko
   let base = "";
 
   beforeAll(async () => {
+    build();
     const port = await freePort();
-    const next = join(root, "node_modules", "next", "dist", "bin", "next");
     server = spawn(process.execPath, [next, "start", "-H", "127.0.0.1", "-p", String(port)], {
       cwd: root,
       env: { ...env, DATABASE_URL: clone.url },
@@ -79,7 +80,7 @@ describe.skipIf(failure !== undefined)("the Next.js route handler app/api/checko
       server?.once("exit", (code) => reject(new Error(`next start exited with ${code}: ${out}`)));
     });
     base = `http://127.0.0.1:${port}`;
-  });
+  }, BUILD_TIMEOUT_MS);
   afterAll(async () => {
     if (server && server.exitCode === null) {
       const exited = new Promise((resolve) => server?.once("exit", resolve));

@@ -14,9 +14,10 @@
  *   node scripts/mutate.mjs --check              # no suites: does each patch apply, type-check and migrate?
  *   node scripts/mutate.mjs --markdown out.md    # also write the table as Markdown
  *
- * Each patch is a plain `git diff` of packages/core/src and/or migrations/*.sql
- * (a statement function is changed in the migration that defines it last),
- * after a short preamble that git ignores: one line saying what the fault
+ * Each patch is a plain `git diff` of packages/core/src and/or migrations/
+ * (a statement function is changed in the migration that defines it last,
+ * and the same way in migrations/current/schema.sql, which the schema-drift
+ * test compares with the migrations), after a short preamble that git ignores: one line saying what the fault
  * is, and a `tests:` line naming the core test files (relative to
  * packages/core) most likely to catch it. Those run first; only when none of
  * them fails does the whole core suite run. `--repeat N` runs each fault N
@@ -65,8 +66,8 @@ function touchedFiles(patchText) {
   return [...patchText.matchAll(/^\+\+\+ b\/(.+)$/gm)].map((m) => m[1]);
 }
 
-/** What a patch may touch: the core's source, or a top-level migration. */
-const MUTABLE = /^(packages\/core\/src\/.+|migrations\/\d{4}_[a-z0-9_]+\.sql)$/;
+/** What a patch may touch: the core's source, a numbered migration, the current schema file. */
+const MUTABLE = /^(packages\/core\/src\/.+|migrations\/(\d{4}_[a-z0-9_]+|current\/schema)\.sql)$/;
 
 const patches = readdirSync(patchDir)
   .filter((f) => f.endsWith(".patch"))
@@ -92,6 +93,19 @@ if (unknown.length > 0) {
 const outside = patches.flatMap((p) => p.files.filter((f) => !MUTABLE.test(f)).map((f) => `${p.file}: ${f}`));
 if (outside.length > 0) {
   console.error(`patches may touch packages/core/src and migrations/*.sql only:\n  ${outside.join("\n  ")}`);
+  process.exit(2);
+}
+
+// schema-drift.test.ts fails when a function of the migrations differs from migrations/current/schema.sql:
+// a patch that changed only one of them would be caught by that test alone, whatever its fault.
+const CURRENT_SCHEMA = "migrations/current/schema.sql";
+const lopsided = existsSync(join(root, CURRENT_SCHEMA))
+  ? patches.filter((p) => p.files.some((f) => /^migrations\/\d{4}_/.test(f)) !== p.files.includes(CURRENT_SCHEMA))
+  : [];
+if (lopsided.length > 0) {
+  console.error(
+    `a patch that changes a migration must change ${CURRENT_SCHEMA} the same way (and only then): ${lopsided.map((p) => p.file).join(", ")}`,
+  );
   process.exit(2);
 }
 

@@ -172,7 +172,9 @@ function migrationError() {
   );
   if (run.status === 0) return undefined;
   const said = /^migration failed: (.*)$/m.exec(run.stderr)?.[1];
-  return said ?? (run.stderr.trim().split("\n").at(-1) || `exit ${run.status}`);
+  // A crash before the runner answered: the first line naming an error, not node's closing version line.
+  const crash = run.stderr.split("\n").find((l) => /error/i.test(l)) ?? run.stderr.trim().split("\n")[0];
+  return said ?? `${(crash || "").trim()} (exit ${run.status ?? run.signal})`;
 }
 
 const touchesMigrations = (p) => p.files.some((f) => f.startsWith("migrations/"));

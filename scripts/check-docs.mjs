@@ -73,13 +73,19 @@ const EXAMPLES = {
     "replaces",
     "respond",
   ],
+  "packages/http/src/adapters/fetch.ts": ["idempotency", "idempotent", "webhook"],
   "packages/testing/src/test-clock.ts": ["createTestClock"],
+};
+
+/** Imports a file's docstring examples get on top of the prelude (the entry the file is published as). */
+const PRELUDE_IMPORTS = {
+  "packages/http/src/adapters/fetch.ts": `import { idempotency, idempotent, webhook } from "@idempo/http/fetch";\n`,
+  "packages/testing/src/test-clock.ts": `import { createTestClock } from "@idempo/testing";\n`,
 };
 
 /** What every docstring example may use without importing it. */
 const DOCSTRING_PRELUDE = `import type { Engine, Workflow } from "@idempo/core";
 import { createEngine, workflow } from "@idempo/core";
-import { createTestClock } from "@idempo/testing";
 import type { Kysely } from "kysely";
 import { z } from "zod";
 interface Database {
@@ -158,8 +164,9 @@ for (const [file, required] of Object.entries(EXAMPLES)) {
       if (!TS.has(lang ?? "") || flags.includes("fragment")) continue;
       const start = doc.line + block.start - 1; // the block's first line in the source file
       const name = `${file.replace(/\.ts$/, "").replace(/[^A-Za-z0-9]+/g, "-")}-${doc.name}-L${start}.ts`;
-      writeFileSync(join(out, name), `${DOCSTRING_PRELUDE}{\n${block.code}\n}\n`);
-      origin.set(name, { doc: file, start: start - preludeLines - 1 });
+      const imports = PRELUDE_IMPORTS[file] ?? "";
+      writeFileSync(join(out, name), `${imports}${DOCSTRING_PRELUDE}{\n${block.code}\n}\n`);
+      origin.set(name, { doc: file, start: start - preludeLines - imports.split("\n").length });
     }
   }
 }

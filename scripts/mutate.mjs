@@ -1,23 +1,41 @@
 #!/usr/bin/env node
 /**
- * Mutation harness, run by hand (never in CI): apply each fault in
- * scripts/mutations/*.patch to packages/core/src, one at a time, run the
- * core suite (and with `--suites core,torture` the torture smoke too) and
- * report which tests caught it. `--repeat N` runs the suites N times per
- * fault and reports in how many of them it was caught. A fault no test catches is a hole in the suite.
+ * Mutation harness: apply each fault in scripts/mutations/*.patch, one at a
+ * time, run the core suite (and with `--suites core,torture` the torture
+ * smoke too) and report which tests caught it. A fault no test catches is a
+ * hole in the suite. `--check` (no tests) runs in CI.
  *
- *   node scripts/mutate.mjs                      # every patch, core suite only
+ *   node scripts/mutate.mjs                      # every patch: its own tests, then the core suite if they miss it
+ *   node scripts/mutate.mjs --bail               # stop each run at its first failing test (a verdict, not a list)
+ *   node scripts/mutate.mjs --whole              # the whole core suite for every patch (the full list of catchers)
  *   node scripts/mutate.mjs --only unfenced-phase-commit --suites core,torture
  *   node scripts/mutate.mjs --only unfenced-phase-commit --suites torture --repeat 3
  *   node scripts/mutate.mjs --list
- *   node scripts/mutate.mjs --check              # no suites: does each patch apply and type-check?
+ *   node scripts/mutate.mjs --check              # no suites: does each patch apply, type-check and migrate?
  *   node scripts/mutate.mjs --markdown out.md    # also write the table as Markdown
  *
- * Each patch is a plain `git diff` of packages/core/src. When the source has
- * moved on and a patch no longer applies, its row says STALE and the exit
- * code is 2: refresh it (apply by hand, fix, `git diff > scripts/mutations/NN-name.patch`).
- * The touched files are saved before a patch goes in and written back
- * afterwards, also when the suite crashes or the run is interrupted.
+ * Each patch is a plain `git diff` of packages/core/src and/or migrations/
+ * (a statement function is changed in the migration that defines it last,
+ * and the same way in migrations/current/schema.sql, which the schema-drift
+ * test compares with the migrations), after a short preamble that git ignores: one line saying what the fault
+ * is, and a `tests:` line naming the core test files (relative to
+ * packages/core) most likely to catch it. Those run first; only when none of
+ * them fails does the whole core suite run. `--repeat N` runs each fault N
+ * times and reports in how many of them it was caught.
+ *
+ * A migration mutation needs no step of its own to reach the tests: every
+ * vitest run migrates a new template database (packages/testkit, template.ts)
+ * from the top-level migrations/ folder as it is on disk, and each test file
+ * clones that template, so nothing migrated is cached between runs. A
+ * mutated migration that no longer migrates would fail every test file and
+ * pass for "caught": it is migrated on PGlite first, and such a patch is
+ * reported BROKEN instead.
+ *
+ * When the source has moved on and a patch no longer applies, its row says
+ * STALE and the exit code is 2: refresh it (apply by hand, fix, `git diff`
+ * it back into its file under its preamble). The touched files are saved
+ * before a patch goes in and written back afterwards, also when the suite
+ * crashes or the run is interrupted.
  */
 import { spawn, spawnSync } from "node:child_process";
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
@@ -27,6 +45,7 @@ import { parseArgs } from "node:util";
 
 const root = resolve(import.meta.dirname, "..");
 const patchDir = join(root, "scripts", "mutations");
+const coreDir = join(root, "packages", "core");
 
 const { values } = parseArgs({
   options: {
@@ -37,13 +56,29 @@ const { values } = parseArgs({
     markdown: { type: "string" },
     "skip-baseline": { type: "boolean", default: false },
     check: { type: "boolean", default: false },
+    bail: { type: "boolean", default: false },
+    whole: { type: "boolean", default: false },
   },
 });
+
+/** Files a patch touches, from its `+++ b/...` lines. */
+function touchedFiles(patchText) {
+  return [...patchText.matchAll(/^\+\+\+ b\/(.+)$/gm)].map((m) => m[1]);
+}
+
+/** What a patch may touch: the core's source, a numbered migration, the current schema file. */
+const MUTABLE = /^(packages\/core\/src\/.+|migrations\/(\d{4}_[a-z0-9_]+|current\/schema)\.sql)$/;
 
 const patches = readdirSync(patchDir)
   .filter((f) => f.endsWith(".patch"))
   .sort()
-  .map((file) => ({ file, name: file.replace(/^\d+-/, "").replace(/\.patch$/, "") }));
+  .map((file) => {
+    const text = readFileSync(join(patchDir, file), "utf8");
+    const preamble = text.slice(0, Math.max(0, text.indexOf("diff --git")));
+    const tests = (/^tests:(.*)$/m.exec(preamble)?.[1] ?? "").split(/\s+/).filter(Boolean);
+    const files = touchedFiles(text);
+    return { file, name: file.replace(/^\d+-/, "").replace(/\.patch$/, ""), text, tests, files };
+  });
 
 if (values.list) {
   for (const p of patches) console.log(p.name);
@@ -55,20 +90,36 @@ if (unknown.length > 0) {
   console.error(`unknown mutation(s): ${unknown.join(", ")}; see --list`);
   process.exit(2);
 }
+const outside = patches.flatMap((p) => p.files.filter((f) => !MUTABLE.test(f)).map((f) => `${p.file}: ${f}`));
+if (outside.length > 0) {
+  console.error(`patches may touch packages/core/src and migrations/*.sql only:\n  ${outside.join("\n  ")}`);
+  process.exit(2);
+}
 
-/** Files a patch touches, from its `+++ b/...` lines. */
-function touchedFiles(patchText) {
-  return [...patchText.matchAll(/^\+\+\+ b\/(.+)$/gm)].map((m) => m[1]);
+// schema-drift.test.ts fails when a function of the migrations differs from migrations/current/schema.sql:
+// a patch that changed only one of them would be caught by that test alone, whatever its fault.
+const CURRENT_SCHEMA = "migrations/current/schema.sql";
+const lopsided = existsSync(join(root, CURRENT_SCHEMA))
+  ? patches.filter((p) => p.files.some((f) => /^migrations\/\d{4}_/.test(f)) !== p.files.includes(CURRENT_SCHEMA))
+  : [];
+if (lopsided.length > 0) {
+  console.error(
+    `a patch that changes a migration must change ${CURRENT_SCHEMA} the same way (and only then): ${lopsided.map((p) => p.file).join(", ")}`,
+  );
+  process.exit(2);
 }
 
 function git(args, input) {
   return spawnSync("git", args, { cwd: root, input, encoding: "utf8" });
 }
 
-/** The saved contents of the files under mutation; written back by restore(). */
+/** The saved contents of the files under mutation (null: the file did not exist); written back by restore(). */
 let saved = new Map();
 function restore() {
-  for (const [file, text] of saved) writeFileSync(join(root, file), text);
+  for (const [file, text] of saved) {
+    if (text === null) rmSync(join(root, file), { force: true });
+    else writeFileSync(join(root, file), text);
+  }
   saved = new Map();
 }
 /** The suite running now, stopped with the harness. */
@@ -83,16 +134,132 @@ for (const signal of ["SIGINT", "SIGTERM", "SIGHUP"]) {
 }
 process.on("exit", restore);
 
+/** Save the files a patch touches, then apply it; restore() undoes both. */
+function applyPatch(p) {
+  for (const file of p.files) {
+    const path = join(root, file);
+    saved.set(file, existsSync(path) ? readFileSync(path, "utf8") : null);
+  }
+  const applied = git(["apply", "-"], p.text);
+  if (applied.status !== 0) throw new Error(`git apply failed: ${applied.stderr}`);
+}
+
+/** Why a patch cannot be applied to the current source, or undefined when it can. */
+function staleness(p) {
+  const check = git(["apply", "--check", "-"], p.text);
+  return check.status === 0 ? undefined : check.stderr.trim().split("\n")[0];
+}
+
 /**
- * Run one vitest suite; returns the failed tests' names, or an error text
- * when vitest produced no report (a crash or a timeout of the whole run).
+ * Migrate an empty in-memory PGlite database with the migrations as they are
+ * on disk now (the engine's own runner, from the TypeScript source); returns
+ * the error text, or undefined when every migration applied.
  */
-async function runSuite(pkg, files, label) {
+function migrationError() {
+  const script = `
+    import { PGlite } from "@electric-sql/pglite";
+    import { Kysely } from "kysely";
+    import { PGliteDialect } from "kysely-pglite-dialect";
+    import { createEngine } from "./src/index.ts";
+    const db = new Kysely({ dialect: new PGliteDialect(await PGlite.create()) });
+    try { await createEngine({ db }).migrate(); }
+    catch (error) { console.error("migration failed: " + error.message); process.exitCode = 1; }
+    finally { await db.destroy(); }`;
+  const run = spawnSync(
+    process.execPath,
+    ["--import", "tsx", "--conditions=@idempo/source", "--input-type=module", "-e", script],
+    { cwd: coreDir, encoding: "utf8" },
+  );
+  if (run.status === 0) return undefined;
+  const said = /^migration failed: (.*)$/m.exec(run.stderr)?.[1];
+  // A crash before the runner answered: the first line naming an error, not node's closing version line.
+  const crash = run.stderr.split("\n").find((l) => /error/i.test(l)) ?? run.stderr.trim().split("\n")[0];
+  return said ?? `${(crash || "").trim()} (exit ${run.status ?? run.signal})`;
+}
+
+const touchesMigrations = (p) => p.files.some((f) => f.startsWith("migrations/"));
+const missingTests = (p) => p.tests.filter((t) => !existsSync(join(coreDir, t)));
+
+const alreadyIn = patches.filter((p) => git(["apply", "--check", "-R", "-"], p.text).status === 0);
+if (alreadyIn.length > 0) {
+  // A fault left in the source (an interrupted run, a stray commit) would make every verdict below wrong.
+  console.error(
+    `the source already contains the fault(s) ${alreadyIn.map((p) => p.name).join(", ")}; restore it first`,
+  );
+  process.exit(2);
+}
+
+if (values.check) {
+  // Cheap upkeep after the source moves: apply each patch, type-check core, migrate when it
+  // touches a migration, restore. No test runs.
+  let bad = 0;
+  for (const p of chosen) {
+    const stale = staleness(p);
+    const missing = missingTests(p);
+    if (stale) {
+      bad++;
+      console.log(`${p.name}: STALE (${stale})`);
+      continue;
+    }
+    if (missing.length > 0) {
+      bad++;
+      console.log(`${p.name}: NAMES MISSING TEST FILES (${missing.join(", ")})`);
+      continue;
+    }
+    try {
+      applyPatch(p);
+      const touchesSource = p.files.some((f) => f.startsWith("packages/"));
+      const tsc = touchesSource
+        ? spawnSync("pnpm", ["--filter", "@idempo/core", "exec", "tsc", "--noEmit", "-p", "tsconfig.json"], {
+            cwd: root,
+            encoding: "utf8",
+          })
+        : { status: 0 };
+      const migrated = tsc.status === 0 && touchesMigrations(p) ? migrationError() : undefined;
+      if (tsc.status !== 0) {
+        bad++;
+        console.log(`${p.name}: DOES NOT TYPE-CHECK\n${tsc.stdout.trim().split("\n").slice(0, 5).join("\n")}`);
+      } else if (migrated) {
+        bad++;
+        console.log(`${p.name}: DOES NOT MIGRATE (${migrated})`);
+      } else {
+        const passed = [touchesSource && "type-checks", touchesMigrations(p) && "migrates"].filter(Boolean);
+        console.log(`${p.name}: applies, ${passed.join(" and ")}`);
+      }
+    } finally {
+      restore();
+    }
+  }
+  process.exit(bad > 0 ? 2 : 0);
+}
+
+const suites = values.suites.split(",").map((x) => x.trim());
+const unknownSuites = suites.filter((x) => x !== "core" && x !== "torture");
+if (unknownSuites.length > 0 || suites.length === 0) {
+  console.error(`--suites takes core and/or torture, got ${values.suites}`);
+  process.exit(2);
+}
+const repeat = Number(values.repeat);
+if (!Number.isSafeInteger(repeat) || repeat < 1) {
+  console.error(`--repeat must be a positive integer, got ${values.repeat}`);
+  process.exit(2);
+}
+
+const scratch = mkdtempSync(join(tmpdir(), "idempo-mutate-"));
+process.on("exit", () => rmSync(scratch, { recursive: true, force: true }));
+
+/**
+ * Run one vitest suite (`files` empty: all of it); returns the failed tests'
+ * names, or an error text when vitest produced no report (a crash or a
+ * timeout of the whole run). `bail` stops it at the first failing test.
+ */
+async function runSuite(pkg, files, label, bail) {
   const out = join(scratch, `${label}-${pkg}.json`);
   rmSync(out, { force: true });
   const args = ["--filter", `@idempo/${pkg}`, "exec", "vitest", "run", ...files];
   args.push("--reporter=dot", "--reporter=json", `--outputFile.json=${out}`);
-  // Asynchronous, so an interrupt reaches the handler below (which restores the source) at once.
+  if (bail) args.push("--bail", "1");
+  // Asynchronous, so an interrupt reaches the handler above (which restores the source) at once.
   const child = spawn("pnpm", args, { cwd: root, stdio: ["ignore", "ignore", "pipe"] });
   running = child;
   let stderr = "";
@@ -118,142 +285,122 @@ async function runSuite(pkg, files, label) {
     if (file.status === "failed" && failedTests.length === 0)
       failed.push(`${rel} (file failed: ${file.message ?? ""})`);
   }
-  return { error: undefined, failed, passed: report.numPassedTests };
+  return { error: undefined, failed };
 }
 
-const suites = values.suites.split(",").map((x) => x.trim());
-const unknownSuites = suites.filter((x) => x !== "core" && x !== "torture");
-if (unknownSuites.length > 0 || suites.length === 0) {
-  console.error(`--suites takes core and/or torture, got ${values.suites}`);
-  process.exit(2);
-}
-const repeat = Number(values.repeat);
-if (!Number.isSafeInteger(repeat) || repeat < 1) {
-  console.error(`--repeat must be a positive integer, got ${values.repeat}`);
-  process.exit(2);
-}
-
-const scratch = mkdtempSync(join(tmpdir(), "idempo-mutate-"));
-
-/** Run the chosen suites once; failed tests of all of them, and the first error of a suite that did not run. */
-async function runAll(label) {
+/**
+ * Run the chosen suites once, the core suite on `coreFiles` only (empty: all
+ * of it); failed tests of all of them, and the first error of a suite that did not run.
+ */
+async function runAll(label, coreFiles, bail) {
   const results = [];
   for (const suite of suites)
     results.push(
-      await (suite === "core" ? runSuite("core", [], label) : runSuite("torture", ["test/smoke.test.ts"], label)),
+      await (suite === "core"
+        ? runSuite("core", coreFiles, label, bail)
+        : runSuite("torture", ["test/smoke.test.ts"], label, bail)),
     );
   return { failed: results.flatMap((r) => r.failed), error: results.find((r) => r.error)?.error };
 }
 
-const rows = [];
-// A fault left in the source (an interrupted run, a stray commit) would make every verdict below wrong.
-const alreadyIn = patches.filter(
-  (p) => git(["apply", "--check", "-R", "-"], readFileSync(join(patchDir, p.file), "utf8")).status === 0,
-);
-if (alreadyIn.length > 0) {
-  console.error(
-    `packages/core/src already contains the fault(s) ${alreadyIn.map((p) => p.name).join(", ")}; restore it first`,
-  );
-  process.exit(2);
-}
-
-if (values.check) {
-  // Cheap upkeep after the source moves: apply each patch, type-check core, restore. No test runs.
-  let bad = 0;
-  for (const p of chosen) {
-    const text = readFileSync(join(patchDir, p.file), "utf8");
-    const check = git(["apply", "--check", "-"], text);
-    if (check.status !== 0) {
-      bad++;
-      console.log(`${p.name}: STALE (${check.stderr.trim().split("\n")[0]})`);
-      continue;
-    }
-    for (const file of touchedFiles(text)) saved.set(file, readFileSync(join(root, file), "utf8"));
-    try {
-      const applied = git(["apply", "-"], text);
-      if (applied.status !== 0) throw new Error(`git apply failed: ${applied.stderr}`);
-      const tsc = spawnSync("pnpm", ["--filter", "@idempo/core", "exec", "tsc", "--noEmit", "-p", "tsconfig.json"], {
-        cwd: root,
-        encoding: "utf8",
-      });
-      if (tsc.status === 0) console.log(`${p.name}: applies and type-checks`);
-      else {
-        bad++;
-        console.log(`${p.name}: DOES NOT TYPE-CHECK\n${tsc.stdout.trim().split("\n").slice(0, 5).join("\n")}`);
-      }
-    } finally {
-      restore();
-    }
-  }
-  rmSync(scratch, { recursive: true, force: true });
-  process.exit(bad > 0 ? 2 : 0);
-}
-
-let baselineFailures = new Set();
-if (!values["skip-baseline"]) {
-  if (git(["diff", "--quiet", "--", "packages/core/src"]).status !== 0)
-    console.error("note: packages/core/src has uncommitted changes; the patches apply on top of them");
-  console.error("baseline (no mutation) ...");
-  const base = await runAll("baseline");
+/**
+ * Tests that fail with no fault in, ignored in every verdict: those of the
+ * patches' own test files (run once before the first patch), and those of
+ * the whole suite (run when a patch first needs it, with that patch taken
+ * out meanwhile).
+ */
+const known = new Set();
+const baselineDone = { own: false, whole: false };
+async function baseline(kind, applied) {
+  if (values["skip-baseline"] || baselineDone[kind]) return;
+  baselineDone[kind] = true;
+  const files = kind === "own" ? [...new Set(chosen.flatMap((p) => p.tests))] : [];
+  if (applied) restore();
+  console.error(`baseline (no mutation) on ${kind === "own" ? files.join(" ") : "the whole core suite"} ...`);
+  const base = await runAll(`baseline-${kind}`, files, false);
+  if (applied) applyPatch(applied);
   if (base.error) {
     console.error(`baseline suite did not run: ${base.error}`);
     process.exit(2);
   }
-  baselineFailures = new Set(base.failed);
-  if (baselineFailures.size > 0) {
-    console.error(`baseline has ${baselineFailures.size} failing test(s); they are ignored below:`);
-    for (const f of baselineFailures) console.error(`  ${f}`);
+  if (base.failed.length > 0) {
+    console.error(`baseline has ${base.failed.length} failing test(s); they are ignored below:`);
+    for (const f of base.failed) console.error(`  ${f}`);
   }
+  for (const f of base.failed) known.add(f);
 }
 
-let stale = 0;
+/** The patch's own tests first (unless --whole), then the whole core suite when they did not catch it. */
+async function oneRound(p, label) {
+  if (!values.whole && p.tests.length > 0 && suites.includes("core")) {
+    const first = await runAll(`${label}-own`, p.tests, values.bail);
+    const failed = first.failed.filter((f) => !known.has(f));
+    if (failed.length > 0) return { failed, error: first.error, where: "its own tests" };
+  }
+  await baseline("whole", p);
+  const whole = await runAll(`${label}-whole`, [], values.bail);
+  return { failed: whole.failed.filter((f) => !known.has(f)), error: whole.error, where: "whole suite" };
+}
+
+if (git(["diff", "--quiet", "--", "packages/core/src", "migrations"]).status !== 0)
+  console.error("note: packages/core/src or migrations/ has uncommitted changes; the patches apply on top of them");
+
+if (!values.whole && suites.includes("core") && chosen.some((p) => p.tests.length > 0)) await baseline("own");
+const rows = [];
+let unusable = 0;
 for (const p of chosen) {
-  const text = readFileSync(join(patchDir, p.file), "utf8");
-  const check = git(["apply", "--check", "-"], text);
-  if (check.status !== 0) {
-    stale++;
-    rows.push({ name: p.name, verdict: "STALE", caughtBy: [], note: check.stderr.trim().split("\n")[0] });
-    console.error(`${p.name}: STALE, the patch no longer applies (${check.stderr.trim().split("\n")[0]})`);
+  const stale = staleness(p);
+  if (stale) {
+    unusable++;
+    rows.push({ name: p.name, verdict: "STALE", caughtBy: [], where: "", note: stale });
+    console.error(`${p.name}: STALE, the patch no longer applies (${stale})`);
     continue;
   }
-  for (const file of touchedFiles(text)) saved.set(file, readFileSync(join(root, file), "utf8"));
   const started = Date.now();
   const rounds = [];
+  let broken;
   try {
-    const applied = git(["apply", "-"], text);
-    if (applied.status !== 0) throw new Error(`git apply failed: ${applied.stderr}`);
-    for (let r = 1; r <= repeat; r++) {
+    applyPatch(p);
+    broken = touchesMigrations(p) ? migrationError() : undefined;
+    for (let r = 1; r <= repeat && !broken; r++) {
       console.error(`${p.name}: applied, running ${suites.join(" + ")}${repeat > 1 ? ` (${r}/${repeat})` : ""} ...`);
-      const result = await runAll(`${p.name}-${r}`);
-      rounds.push({ failed: result.failed.filter((f) => !baselineFailures.has(f)), error: result.error });
+      rounds.push(await oneRound(p, `${p.name}-${r}`));
     }
   } finally {
     restore();
   }
+  if (broken) {
+    unusable++;
+    rows.push({ name: p.name, verdict: "BROKEN", caughtBy: [], where: "", note: `does not migrate: ${broken}` });
+    console.error(`${p.name}: BROKEN, the mutated migrations do not apply (${broken})`);
+    continue;
+  }
   const caught = rounds.filter((r) => r.failed.length > 0).length;
   const failed = [...new Set(rounds.flatMap((r) => r.failed))];
+  const where = [...new Set(rounds.filter((r) => r.failed.length > 0).map((r) => r.where))].join(", ");
   const error = rounds.find((r) => r.error)?.error;
   const verdict =
     caught === repeat ? "caught" : caught > 0 ? `caught in ${caught} of ${repeat}` : error ? "ERROR" : "MISSED";
   const seconds = Math.round((Date.now() - started) / 1000);
-  rows.push({ name: p.name, verdict, caughtBy: failed, note: error ?? "" });
-  console.error(`${p.name}: ${verdict} (${failed.length} failing test(s), ${seconds} s)`);
+  rows.push({ name: p.name, verdict, caughtBy: failed, where, note: error ?? "" });
+  console.error(`${p.name}: ${verdict} by ${where || "nothing"} (${failed.length} failing test(s), ${seconds} s)`);
 }
 
 const cell = (s) => s.replaceAll("|", "\\|");
 const lines = [
-  "| fault | verdict | tests that failed |",
-  "| --- | --- | --- |",
+  "| fault | verdict | caught by | tests that failed |",
+  "| --- | --- | --- | --- |",
   ...rows.map((r) => {
     const shown = r.caughtBy.slice(0, 4).map(cell).join("<br>");
     const more = r.caughtBy.length > 4 ? `<br>... ${r.caughtBy.length - 4} more` : "";
     const note = r.note ? cell(r.note.slice(0, 120)) : "";
-    return `| ${r.name} | ${r.verdict}${r.caughtBy.length ? ` (${r.caughtBy.length})` : ""} | ${shown}${more}${!shown ? note : ""} |`;
+    const count = r.caughtBy.length ? ` (${r.caughtBy.length})` : "";
+    return `| ${r.name} | ${r.verdict}${count} | ${r.where} | ${shown}${more}${!shown ? note : ""} |`;
   }),
 ];
 console.log(lines.join("\n"));
 if (values.markdown) writeFileSync(values.markdown, `${lines.join("\n")}\n`);
-rmSync(scratch, { recursive: true, force: true });
 const missed = rows.filter((r) => r.verdict !== "caught").length;
 if (repeat > 1) console.log(`(each fault run ${repeat} times; "caught" means caught every time)`);
-process.exit(stale > 0 ? 2 : missed > 0 ? 1 : 0);
+if (values.bail) console.log("(--bail: each run stopped at its first failing test, so the lists are not complete)");
+process.exit(unusable > 0 ? 2 : missed > 0 ? 1 : 0);

@@ -11,7 +11,7 @@
 // (DATABASE_URL) and on PGlite; terminates a phase's backend under the
 // README's two pool setups (the process must live, the run must raise
 // DatabaseUnavailableError and complete once on retry); runs the installed
-// `idempo` binary; mounts @idempo/http on Express, Fastify and Hono. The consumer's sources are in
+// `idempo` binary; mounts @idempo/http on Express, Fastify and Hono and calls its Fetch handler. The consumer's sources are in
 // scripts/pack-check/app/.
 //
 // A failing stage does not stop the independent ones after it; the exit code
@@ -350,7 +350,7 @@ async function main() {
       if (failed.length > 0) throw new Error(failed.join("; "));
     });
 
-    await stage("@idempo/http on Express, Fastify and Hono: a key and its replay", () => {
+    await stage("@idempo/http on Express, Fastify, Hono and as a Fetch handler: a key and its replay", () => {
       run("node", ["out/http.js"], { cwd: app, env });
     });
 

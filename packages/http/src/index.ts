@@ -1,7 +1,8 @@
 /**
  * @idempo/http: the Idempotency-Key header on top of the idempo engine.
  * The framework adapters live in `@idempo/http/express`,
- * `@idempo/http/fastify` and `@idempo/http/hono`; this entry holds what
+ * `@idempo/http/fastify`, `@idempo/http/hono` and `@idempo/http/fetch` (a
+ * standard Request/Response handler); this entry holds what
  * they share: header parsing, the problem table, errors and option types.
  */
 export { IDEMPOTENCY_KEY_HEADER, parseIdempotencyKey } from "./header/idempotency-key.js";

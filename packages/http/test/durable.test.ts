@@ -21,12 +21,14 @@ import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { z } from "zod";
 import * as ex from "../src/adapters/express.ts";
 import * as fa from "../src/adapters/fastify.ts";
+import * as fe from "../src/adapters/fetch.ts";
 import * as ho from "../src/adapters/hono.ts";
 import { WebhookVerificationError } from "../src/problem/errors.ts";
 import type { VerifiedWebhookEvent, WebhookEvent, WebhookSignal } from "../src/runtime/webhook-route.ts";
 import type { Sent } from "./support/client.ts";
 import { send } from "./support/client.ts";
 import { useTestDatabase } from "./support/database.ts";
+import { fetchRouter, serveFetch } from "./support/fetch-server.ts";
 
 const t = useTestDatabase();
 const SECRET = "whsec_test";
@@ -193,6 +195,31 @@ const harnesses: Record<string, (engine: Engine) => Promise<App>> = {
           server.close(() => resolve());
         }),
     };
+  },
+  async fetch(engine) {
+    const input = (request: Request) => request.json();
+    const routes = flows.map(([path, wf]) => ({
+      method: "POST",
+      path,
+      handle: fe.idempotent(engine, wf, { tenant, input, location }),
+    }));
+    routes.push(
+      {
+        method: "POST",
+        path: "/payments-wait",
+        handle: fe.idempotent(engine, payment, { tenant, input, location, waitInFlightMs: 60_000 }),
+      },
+      {
+        method: "POST",
+        path: "/webhooks/psp",
+        handle: fe.webhook(engine, {
+          verify: (e) => verifyWith((n) => e.request.headers.get(n) ?? undefined)(e),
+          signal: toSignal,
+          maxRequestBytes: 1024,
+        }),
+      },
+    );
+    return serveFetch(fetchRouter(routes));
   },
 };
 

@@ -12,6 +12,7 @@ import Fastify from "fastify";
 import { describe, expect, it } from "vitest";
 import * as ex from "../src/adapters/express.ts";
 import * as fa from "../src/adapters/fastify.ts";
+import * as fe from "../src/adapters/fetch.ts";
 import * as ho from "../src/adapters/hono.ts";
 import { useTestDatabase } from "./support/database.ts";
 
@@ -35,10 +36,19 @@ function refused(fn: () => unknown, option: string, message: RegExp): void {
   expect((error as Error).message).toMatch(message);
 }
 
+/** The Fetch handler takes the handler it wraps too; its options are checked first. */
+const onFetch = {
+  idempotency: (engine: typeof t.engine, options: Parameters<typeof fe.idempotency>[1]) =>
+    fe.idempotency(engine, options, () => new Response()),
+  idempotent: fe.idempotent,
+  webhook: fe.webhook,
+};
+
 const adapters = [
   ["express", ex],
   ["hono", ho],
   ["fastify", fa],
+  ["fetch", onFetch],
 ] as const;
 
 describe.each(adapters)("%s", (_name, adapter) => {

@@ -1,13 +1,16 @@
 /**
  * @idempo/http from the installed tarball on each framework the user brings:
- * the checkout route on Express, Fastify and Hono, one request with an
- * Idempotency-Key and its replay, on the database at DATABASE_URL.
+ * the checkout route on Express, Fastify and Hono, and as a standard
+ * Request/Response handler (`@idempo/http/fetch`, a Next.js route handler's
+ * shape), one request with an Idempotency-Key and its replay, on the
+ * database at DATABASE_URL.
  */
 import assert from "node:assert/strict";
 import type { AddressInfo } from "node:net";
 import { createEngine } from "@idempo/core";
 import { idempotent as onExpress } from "@idempo/http/express";
 import { idempotent as onFastify } from "@idempo/http/fastify";
+import { idempotent as onFetch, idempotency as wrapFetch } from "@idempo/http/fetch";
 import { idempotent as onHono } from "@idempo/http/hono";
 import express from "express";
 import Fastify from "fastify";
@@ -114,12 +117,43 @@ async function onHonoApp(): Promise<void> {
   );
 }
 
+/** Called with a Request, as Next.js, Bun and Deno call a route handler. */
+async function onFetchHandler(): Promise<void> {
+  const payments = new FakePayments();
+  const POST = onFetch(
+    engine,
+    checkout((key) => payments.charge(key)),
+    { tenant: () => "acme", input: (request) => request.json() as Promise<{ cartId: string; amountCents: number }> },
+  );
+  const request = (key: string, body: unknown) =>
+    new Request("http://localhost/api/checkout", {
+      method: "POST",
+      headers: { "content-type": "application/json", "idempotency-key": key },
+      body: JSON.stringify(body),
+    });
+  await keyAndReplay("fetch", payments, (key, body) => POST(request(key, body)));
+  // A wrapped handler: the second call replays the first answer without running it.
+  let ran = 0;
+  const wrapped = wrapFetch(engine, { tenant: () => "acme" }, async (_request, run) => {
+    ran++;
+    return Response.json({ key: run?.key }, { status: 201 });
+  });
+  const first = await wrapped(request("http-fetch-wrapped", { n: 1 }));
+  const replay = await wrapped(request("http-fetch-wrapped", { n: 1 }));
+  assert.equal(first.status, 201);
+  assert.equal(replay.headers.get("idempotent-replayed"), "true");
+  assert.deepEqual(await replay.json(), { key: "http-fetch-wrapped" });
+  assert.equal(ran, 1, "fetch: the wrapped handler ran once");
+  console.log("ok http fetch (wrapped): 201 then replayed, the handler ran once");
+}
+
 try {
   await engine.migrate();
   await sql.raw(CREATE_ORDERS).execute(db);
   await onExpressApp();
   await onFastifyApp();
   await onHonoApp();
+  await onFetchHandler();
 } finally {
   await db.destroy();
 }

@@ -4,28 +4,24 @@
  * are thin: the decisions, the stored format and the error table live in
  * the shared runtime.
  */
-import { Readable } from "node:stream";
 import type { Engine, Workflow } from "@idempo/core";
 import type { Context, Env, Handler, MiddlewareHandler } from "hono";
 import { matchedRoutes } from "hono/route";
 import { IDEMPOTENCY_KEY_HEADER } from "../header/idempotency-key.js";
 import type { BodyFacts } from "../request/body.js";
-import { bodyFromBytes, readBody } from "../request/body.js";
+import { bodyFromBytes } from "../request/body.js";
 import { headerLines } from "../request/header-lines.js";
 import type { RouteFacts } from "../request/route.js";
 import { resolveTenant } from "../request/tenant.js";
-import type { CapturedResponse } from "../response/envelope.js";
-import type { HttpReply } from "../response/reply.js";
-import { statusAllowsBody } from "../response/reply.js";
 import type { IdempotencyOptions, IdempotentOptions } from "../runtime/options.js";
 import { wrapSettings } from "../runtime/options.js";
-import { closingIfUnread, problemHeadersToDrop } from "../runtime/send.js";
-import type { RequestHeaders } from "../runtime/trace-context.js";
+import { closingIfUnread } from "../runtime/send.js";
 import type { WebhookOptions } from "../runtime/webhook-route.js";
 import { runWebhookRoute, webhookRoute } from "../runtime/webhook-route.js";
 import { isWorkflowRoute, markWorkflowRoute, runWorkflowRoute, workflowRoute } from "../runtime/workflow-route.js";
 import type { HandlerRun } from "../runtime/wrapped-run.js";
 import { startWrapped } from "../runtime/wrapped-run.js";
+import { captureResponse, fetchRequestHeaders, finishedResponse, readFetchBody, toResponse } from "./fetch-response.js";
 
 export type { HandlerRun } from "../runtime/wrapped-run.js";
 
@@ -61,7 +57,7 @@ export function idempotency<E extends Env = Env>(
     const start = await startWrapped(engine, settings, {
       method: c.req.method,
       keyLines: keyLinesOf(c),
-      headers: headersOf(c),
+      headers: fetchRequestHeaders(c.req.raw.headers),
       tenant: () => resolveTenant(options.tenant, c),
       route: () => target.route,
       body: () => bodyOf(c, settings.maxRequestBytes),
@@ -80,17 +76,7 @@ export function idempotency<E extends Env = Env>(
     // c.error: that answer is the framework's, not the handler's, and is never stored.
     const answered = c.error === undefined;
     const finished = await start.finish(await captureResponse(original, settings.maxResponseBytes), answered);
-    let answer: Response;
-    if (finished.kind === "stored") {
-      answer = new Response(statusAllowsBody(original.status) ? finished.body : null, {
-        status: original.status,
-        headers: original.headers,
-      });
-    } else {
-      const headers = new Headers(original.headers);
-      for (const name of problemHeadersToDrop([...headers.keys()])) headers.delete(name);
-      answer = toResponse({ ...finished.reply, headers: { ...headersRecord(headers), ...finished.reply.headers } });
-    }
+    const answer = finishedResponse(original, finished);
     // Cleared first: assigning over a response merges the old one's headers in.
     c.res = undefined;
     c.res = answer;
@@ -118,7 +104,7 @@ export function idempotent<In, B, E extends Env = Env>(
       closingIfUnread(
         await runWorkflowRoute(route, {
           keyLines: keyLinesOf(c),
-          headers: headersOf(c),
+          headers: fetchRequestHeaders(c.req.raw.headers),
           tenant: () => resolveTenant(options.tenant, c),
           readBody: async (maxBytes) => {
             await cacheBody(c, maxBytes);
@@ -181,12 +167,6 @@ function keyLinesOf(c: Context): string[] {
   return value === null ? [] : [value];
 }
 
-/** The request's headers, read from the Fetch API request (names are lower case there). */
-function headersOf(c: Context): RequestHeaders {
-  const headers = c.req.raw.headers;
-  return { get: (name) => headers.get(name) ?? undefined, keys: () => [...headers.keys()] };
-}
-
 /** The route this request goes to: the first one from this middleware on that is registered for its method. */
 function targetOf(c: Context): { route: RouteFacts; handler: unknown } {
   const search = new URL(c.req.url).search.slice(1);
@@ -232,55 +212,9 @@ async function bodyOf(c: Context, maxBytes: number): Promise<BodyFacts> {
 async function cacheBody(c: Context, maxBytes: number): Promise<Buffer | undefined> {
   const raw = c.req.raw;
   if (raw.bodyUsed || raw.body === null) return undefined;
-  const bytes = await readBody(Readable.fromWeb(raw.body as never), c.req.header("content-length"), maxBytes);
+  const bytes = await readFetchBody(raw.body, c.req.header("content-length"), maxBytes);
   (c.req.bodyCache as Record<string, unknown>).arrayBuffer = Promise.resolve(
     bytes.buffer.slice(bytes.byteOffset, bytes.byteOffset + bytes.byteLength),
   );
   return bytes;
-}
-
-function headersRecord(headers: Headers): Record<string, string | string[]> {
-  const out: Record<string, string | string[]> = {};
-  for (const [name, value] of headers) if (name !== "set-cookie") out[name] = value;
-  const cookies = headers.getSetCookie();
-  if (cookies.length > 0) out["set-cookie"] = cookies;
-  return out;
-}
-
-function toResponse(reply: HttpReply): Response {
-  const headers = new Headers();
-  for (const [name, value] of Object.entries(reply.headers)) {
-    for (const v of typeof value === "string" ? [value] : value) headers.append(name, v);
-  }
-  return new Response(statusAllowsBody(reply.status) ? new Uint8Array(reply.body) : null, {
-    status: reply.status,
-    headers,
-  });
-}
-
-/** Read the handler's response body, up to `maxBytes`; past that it is cancelled and dropped. */
-async function captureResponse(res: Response, maxBytes: number): Promise<CapturedResponse> {
-  const parts: Uint8Array[] = [];
-  let size = 0;
-  let overflowed = false;
-  if (res.body) {
-    const reader = res.body.getReader();
-    for (;;) {
-      const { done, value } = await reader.read();
-      if (done) break;
-      size += value.byteLength;
-      if (size > maxBytes) {
-        overflowed = true;
-        await reader.cancel();
-        break;
-      }
-      parts.push(value);
-    }
-  }
-  return {
-    status: res.status,
-    headers: headersRecord(res.headers),
-    body: overflowed ? Buffer.alloc(0) : Buffer.concat(parts),
-    overflowed,
-  };
 }

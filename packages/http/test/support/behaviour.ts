@@ -168,7 +168,11 @@ export function behaviourSuite(harness: Harness): void {
       ["an unterminated quote", [["Idempotency-Key", '"a-1']]],
       ["an invalid escape", [["Idempotency-Key", '"a\\x"']]],
     ];
-    it.each(invalid)("refuses %s with 400 invalid_key, before the handler and without a row", async (_what, lines) => {
+    // Joined by a Fetch Headers, these two lines are one quoted key with a comma in it: nothing can tell them apart.
+    const refused = harness.joinsKeyLines
+      ? invalid.filter(([what]) => !what.startsWith("two lines that would join"))
+      : invalid;
+    it.each(refused)("refuses %s with 400 invalid_key, before the handler and without a row", async (_what, lines) => {
       const tag = uid();
       const before = await totalRows();
       const res = await post("/wrapped/orders", undefined, { tag }, { headers: lines });
@@ -675,54 +679,57 @@ export function behaviourSuite(harness: Harness): void {
     });
   });
 
-  describe(`${harness.name}: answers that are never stored (middleware mounted in front of the routes)`, () => {
-    it("stores and replays what a handler answered behind it", async () => {
-      const key = newKey();
-      const tag = uid();
-      const first = await post("/mounted/orders", key, { tag });
-      expect(first.status).toBe(201);
-      expectReplay(first, await post("/mounted/orders", key, { tag }));
-      expect(effects.runs(tag)).toBe(1);
-    });
+  describe.runIf(harness.mounts !== false)(
+    `${harness.name}: answers that are never stored (middleware mounted in front of the routes)`,
+    () => {
+      it("stores and replays what a handler answered behind it", async () => {
+        const key = newKey();
+        const tag = uid();
+        const first = await post("/mounted/orders", key, { tag });
+        expect(first.status).toBe(201);
+        expectReplay(first, await post("/mounted/orders", key, { tag }));
+        expect(effects.runs(tag)).toBe(1);
+      });
 
-    it("a request to a route that does not exist is not claimed, stored or replayed", async () => {
-      const key = newKey();
-      const first = await post("/mounted/no-such-route", key, { tag: uid() });
-      expect(first.status).toBe(404);
-      expect(await rowsFor(key)).toBe(0);
-      const again = await post("/mounted/no-such-route", key, { tag: uid() });
-      expect(again.status).toBe(404);
-      expect(again.headers["idempotent-replayed"]).toBeUndefined();
-      expect(await rowsFor(key)).toBe(0);
-    });
+      it("a request to a route that does not exist is not claimed, stored or replayed", async () => {
+        const key = newKey();
+        const first = await post("/mounted/no-such-route", key, { tag: uid() });
+        expect(first.status).toBe(404);
+        expect(await rowsFor(key)).toBe(0);
+        const again = await post("/mounted/no-such-route", key, { tag: uid() });
+        expect(again.status).toBe(404);
+        expect(again.headers["idempotent-replayed"]).toBeUndefined();
+        expect(await rowsFor(key)).toBe(0);
+      });
 
-    it("a handler that throws: the framework's error answer is sent, not stored, and the retry runs the handler", async () => {
-      const key = newKey();
-      const tag = uid();
-      const first = await post("/mounted/fail", key, { tag });
-      expect(first.status).toBe(500);
-      expect(await rowsFor(key)).toBe(0);
-      const again = await post("/mounted/fail", key, { tag });
-      expect(again.status).toBe(500);
-      expect(again.headers["idempotent-replayed"]).toBeUndefined();
-      expect(effects.runs(tag)).toBe(2);
-    });
+      it("a handler that throws: the framework's error answer is sent, not stored, and the retry runs the handler", async () => {
+        const key = newKey();
+        const tag = uid();
+        const first = await post("/mounted/fail", key, { tag });
+        expect(first.status).toBe(500);
+        expect(await rowsFor(key)).toBe(0);
+        const again = await post("/mounted/fail", key, { tag });
+        expect(again.status).toBe(500);
+        expect(again.headers["idempotent-replayed"]).toBeUndefined();
+        expect(effects.runs(tag)).toBe(2);
+      });
 
-    it("a middleware that fails before the handler: nothing stored, the same key then runs the handler", async () => {
-      const key = newKey();
-      const tag = uid();
-      const failed = await post("/mounted/orders", key, { tag }, { headers: [[FAIL_BEFORE_HANDLER, "1"]] });
-      expect(failed.status).toBe(500);
-      expect(failed.body.toString("utf8")).not.toMatch(/idempotent/i);
-      expect(effects.runs(tag)).toBe(0);
-      expect(await rowsFor(key)).toBe(0);
-      const ok = await post("/mounted/orders", key, { tag });
-      expect(ok.status).toBe(201);
-      expect(ok.headers["idempotent-replayed"]).toBeUndefined();
-      expectReplay(ok, await post("/mounted/orders", key, { tag }));
-      expect(effects.runs(tag)).toBe(1);
-    });
-  });
+      it("a middleware that fails before the handler: nothing stored, the same key then runs the handler", async () => {
+        const key = newKey();
+        const tag = uid();
+        const failed = await post("/mounted/orders", key, { tag }, { headers: [[FAIL_BEFORE_HANDLER, "1"]] });
+        expect(failed.status).toBe(500);
+        expect(failed.body.toString("utf8")).not.toMatch(/idempotent/i);
+        expect(effects.runs(tag)).toBe(0);
+        expect(await rowsFor(key)).toBe(0);
+        const ok = await post("/mounted/orders", key, { tag });
+        expect(ok.status).toBe(201);
+        expect(ok.headers["idempotent-replayed"]).toBeUndefined();
+        expectReplay(ok, await post("/mounted/orders", key, { tag }));
+        expect(effects.runs(tag)).toBe(1);
+      });
+    },
+  );
 
   describe(`${harness.name}: concurrency`, () => {
     const storm = async (path: string, key: string, json: unknown) => {

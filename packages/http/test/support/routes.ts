@@ -29,6 +29,10 @@ export interface Harness {
   readonly name: string;
   /** Whether the harness can also serve cleartext HTTP/2. */
   readonly http2: boolean;
+  /** Whether middleware can be mounted in front of a router (false: each route is its own handler). Default true. */
+  readonly mounts?: boolean;
+  /** Whether repeated header lines reach the adapter joined into one (a Fetch `Headers`). Default false. */
+  readonly joinsKeyLines?: boolean;
   start(deps: AppDeps, options?: { http2?: boolean }): Promise<RunningApp>;
 }
 

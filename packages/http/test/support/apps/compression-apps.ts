@@ -9,6 +9,7 @@ import { randomUUID } from "node:crypto";
 import http from "node:http";
 import http2 from "node:http2";
 import type { AddressInfo } from "node:net";
+import { gzipSync } from "node:zlib";
 import fastifyCompress from "@fastify/compress";
 import type { ServerType } from "@hono/node-server";
 import { serve } from "@hono/node-server";
@@ -21,10 +22,13 @@ import Fastify from "fastify";
 import type { Context } from "hono";
 import { Hono } from "hono";
 import { compress } from "hono/compress";
+import Negotiator from "negotiator";
 import { z } from "zod";
 import * as ex from "../../../src/adapters/express.ts";
 import * as fa from "../../../src/adapters/fastify.ts";
+import * as fe from "../../../src/adapters/fetch.ts";
 import * as ho from "../../../src/adapters/hono.ts";
+import { fetchRouter, serveFetch } from "../fetch-server.ts";
 
 const tenant = () => "t1";
 
@@ -73,6 +77,25 @@ async function listenNode(server: http.Server): Promise<App> {
         server.close(() => resolve());
       }),
   };
+}
+
+/** Whether a Fetch request accepts gzip (a q of 0 refuses it). */
+const acceptsGzip = (request: Request) =>
+  new Negotiator({ headers: { "accept-encoding": request.headers.get("accept-encoding") ?? "identity" } }).encoding([
+    "gzip",
+    "identity",
+  ]) === "gzip";
+
+/** Gzip a response's body for a request that accepts it, as a compression layer of a Fetch server would. */
+async function gzipFor(request: Request, response: Response): Promise<Response> {
+  const headers = new Headers(response.headers);
+  headers.append("vary", "Accept-Encoding");
+  if (!acceptsGzip(request) || response.body === null || headers.has("content-encoding")) {
+    return new Response(response.body, { status: response.status, headers });
+  }
+  headers.set("content-encoding", "gzip");
+  headers.delete("content-length");
+  return new Response(gzipSync(Buffer.from(await response.arrayBuffer())), { status: response.status, headers });
 }
 
 export type Start = (engine: Engine, options: { http2?: boolean }) => Promise<App>;
@@ -167,6 +190,55 @@ export const harnesses: Record<string, { start: Start; http2: boolean }> = {
         url: `http://127.0.0.1:${(app.server.address() as AddressInfo).port}`,
         close: () => app.close(),
       };
+    },
+  },
+  fetch: {
+    http2: true,
+    async start(engine, options) {
+      const wrap = (handler: (request: Request) => Promise<Response>) => fe.idempotency(engine, { tenant }, handler);
+      const bodyOf = async (request: Request) =>
+        (request.headers.get("content-type") ?? "").startsWith("application/json")
+          ? request.json()
+          : Buffer.from(await request.text());
+      const answer = (status: number, body: string | null, headers: Record<string, string> = {}) =>
+        new Response(body, { status, headers });
+      const answerReport = async (request: Request) => {
+        const tag = tagOf(await bodyOf(request));
+        count(tag);
+        return answer(201, report(tag), { "content-type": JSON_TYPE });
+      };
+      // Inside: the handler compresses its own answer. Outside: a compression layer encodes what idempo sends.
+      const inside = wrap(async (request) => gzipFor(request, await answerReport(request)));
+      const outside = wrap(answerReport);
+      const counted = (status: number, body: string | null, headers?: Record<string, string>) =>
+        wrap(async (request) => {
+          count(tagOf(await bodyOf(request)));
+          return answer(status, body, headers);
+        });
+      const routes = [
+        { path: "/inside/report", handle: inside },
+        { path: "/outside/report", handle: async (request: Request) => gzipFor(request, await outside(request)) },
+        { path: "/csv", handle: counted(200, CSV, { "content-type": CSV_TYPE }) },
+        {
+          path: "/manual-length",
+          handle: counted(200, MANUAL, {
+            "content-type": "text/plain; charset=utf-8",
+            "content-length": String(Buffer.byteLength(MANUAL)),
+          }),
+        },
+        { path: "/no-content", handle: counted(204, null) },
+        { path: "/not-modified", handle: counted(304, null, { etag: '"v1"' }) },
+        {
+          path: "/amounts",
+          handle: wrap(async (request) => {
+            const body = await bodyOf(request);
+            count(`run:${request.headers.get("idempotency-key")}`);
+            return Response.json({ received: Buffer.isBuffer(body) ? body.toString("utf8") : body }, { status: 201 });
+          }),
+        },
+        { path: "/charges", handle: fe.idempotent(engine, charge, { tenant, input: bodyOf }) },
+      ];
+      return serveFetch(fetchRouter(routes.map((route) => ({ method: "POST", ...route }))), options);
     },
   },
   hono: {

@@ -1,8 +1,8 @@
 import http from "node:http";
-import type { AddressInfo } from "node:net";
 import type { NextFunction, Request, Response } from "express";
 import express from "express";
 import { idempotency, idempotent } from "../../../src/adapters/express.ts";
+import { listenOnLoopback } from "../loopback.ts";
 import type { Harness, TestRequest, TestResponse } from "../routes.ts";
 import { FAIL_BEFORE_HANDLER, mountedHandlers, tenantOf, testRoutes } from "../routes.ts";
 
@@ -80,16 +80,6 @@ export const expressHarness: Harness = {
       if (req.originalUrl.startsWith("/mounted")) return next(err);
       res.status(500).json({ error: "internal" });
     });
-    const server = http.createServer(app);
-    await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-    const { port } = server.address() as AddressInfo;
-    return {
-      url: `http://127.0.0.1:${port}`,
-      close: () =>
-        new Promise<void>((resolve) => {
-          server.closeAllConnections();
-          server.close(() => resolve());
-        }),
-    };
+    return listenOnLoopback(http.createServer(app));
   },
 };

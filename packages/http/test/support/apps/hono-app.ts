@@ -1,52 +1,23 @@
 import http2 from "node:http2";
-import type { AddressInfo } from "node:net";
 import type { ServerType } from "@hono/node-server";
 import { serve } from "@hono/node-server";
 import type { Context } from "hono";
 import { Hono } from "hono";
 import type { IdempotencyVariables } from "../../../src/adapters/hono.ts";
 import { idempotency, idempotent } from "../../../src/adapters/hono.ts";
-import type { Harness, TestRequest, TestResponse } from "../routes.ts";
+import { answerResponse, parsedFetchBody } from "../fetch-answers.ts";
+import { runningOn } from "../loopback.ts";
+import type { Harness, TestRequest } from "../routes.ts";
 import { FAIL_BEFORE_HANDLER, mountedHandlers, tenantOf, testRoutes } from "../routes.ts";
 
 type AppEnv = { Variables: IdempotencyVariables };
 
-async function parsedBody(c: Context): Promise<unknown> {
-  const type = c.req.header("content-type") ?? "";
-  if (type.startsWith("application/json")) return c.req.json();
-  if (type.startsWith("application/octet-stream")) return Buffer.from(await c.req.arrayBuffer());
-  return undefined;
-}
-
 async function request(c: Context<AppEnv>): Promise<TestRequest> {
-  return { params: c.req.param() as Record<string, string>, body: await parsedBody(c), run: c.get("idempotency") };
-}
-
-function toResponse(answer: TestResponse): Response {
-  const headers = new Headers();
-  for (const [name, value] of Object.entries(answer.headers ?? {})) {
-    for (const v of typeof value === "string" ? [value] : value) headers.append(name, v);
-  }
-  let body: ConstructorParameters<typeof Response>[0] = null;
-  if (answer.json !== undefined) {
-    headers.set("content-type", "application/json");
-    body = JSON.stringify(answer.json);
-  } else if (answer.bytes !== undefined) body = new Uint8Array(answer.bytes);
-  else if (answer.text !== undefined) body = answer.text;
-  else if (answer.chunks !== undefined) {
-    const chunks = [...answer.chunks];
-    body = new ReadableStream({
-      async pull(controller) {
-        const chunk = chunks.shift();
-        if (chunk === undefined) controller.close();
-        else {
-          await new Promise((r) => setTimeout(r, 5));
-          controller.enqueue(new TextEncoder().encode(chunk));
-        }
-      },
-    });
-  }
-  return new Response(body, { status: answer.status, headers });
+  return {
+    params: c.req.param() as Record<string, string>,
+    body: await parsedFetchBody(c.req.header("content-type"), c.req),
+    run: c.get("idempotency"),
+  };
 }
 
 export const honoHarness: Harness = {
@@ -59,7 +30,7 @@ export const honoHarness: Harness = {
     for (const route of testRoutes(deps)) {
       if (route.kind === "wrap") {
         app.on(route.method, route.path, idempotency<AppEnv>(deps.engine, { ...route.options, tenant }), async (c) =>
-          toResponse(await route.handle(await request(c))),
+          answerResponse(await route.handle(await request(c))),
         );
       } else {
         app.on(
@@ -81,8 +52,8 @@ export const honoHarness: Harness = {
       await next();
     });
     const mounted = mountedHandlers(deps);
-    app.post("/mounted/orders", async (c) => toResponse(await mounted.orders(await request(c))));
-    app.post("/mounted/fail", async (c) => toResponse(await mounted.fail(await request(c))));
+    app.post("/mounted/orders", async (c) => answerResponse(await mounted.orders(await request(c))));
+    app.post("/mounted/fail", async (c) => answerResponse(await mounted.fail(await request(c))));
     const server = await new Promise<ServerType>((resolve) => {
       const s = serve(
         {
@@ -94,14 +65,6 @@ export const honoHarness: Harness = {
         () => resolve(s),
       );
     });
-    const { port } = server.address() as AddressInfo;
-    return {
-      url: `http://127.0.0.1:${port}`,
-      close: () =>
-        new Promise<void>((resolve) => {
-          if ("closeAllConnections" in server) server.closeAllConnections();
-          server.close(() => resolve());
-        }),
-    };
+    return runningOn(server);
   },
 };

@@ -1,0 +1,4 @@
+import { fetchHarness } from "./support/apps/fetch-app.ts";
+import { behaviourSuite } from "./support/behaviour.ts";
+
+behaviourSuite(fetchHarness);

@@ -74,11 +74,13 @@ const EXAMPLES = {
     "respond",
   ],
   "packages/http/src/adapters/fetch.ts": ["idempotency", "idempotent", "webhook"],
+  "packages/testing/src/test-clock.ts": ["createTestClock"],
 };
 
 /** Imports a file's docstring examples get on top of the prelude (the entry the file is published as). */
 const PRELUDE_IMPORTS = {
   "packages/http/src/adapters/fetch.ts": `import { idempotency, idempotent, webhook } from "@idempo/http/fetch";\n`,
+  "packages/testing/src/test-clock.ts": `import { createTestClock } from "@idempo/testing";\n`,
 };
 
 /** What every docstring example may use without importing it. */

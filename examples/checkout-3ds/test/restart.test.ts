@@ -9,22 +9,20 @@
 import type { ChildProcess } from "node:child_process";
 import { spawn } from "node:child_process";
 import { once } from "node:events";
-import type { AddressInfo } from "node:net";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
-import type { ServerType } from "@hono/node-server";
-import { serve } from "@hono/node-server";
 import type { Engine } from "@idempo/core";
 import { createEngine } from "@idempo/core";
 import { sql } from "kysely";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { useClonedDatabase } from "../../../packages/testkit/src/index.ts";
-import { shopApp, statusPath } from "../src/app.ts";
+import { statusPath } from "../src/app.ts";
 import { call } from "../src/client.ts";
 import { createOrdersTable, orderStatuses } from "../src/orders.ts";
 import { FakePsp } from "../src/psp.ts";
 import { PspClient } from "../src/psp-client.ts";
 import { checkout3ds } from "../src/workflow.ts";
+import { type ShopServer, serveShop } from "./support/shop-server.ts";
 
 const root = join(dirname(fileURLToPath(import.meta.url)), "..");
 const clone = useClonedDatabase("idempo_3ds_t", { prepare: (db) => createOrdersTable(db) });
@@ -35,7 +33,7 @@ const CONFIRM_TIMEOUT_MS = 15 * 60_000;
 
 const psp = new FakePsp({ webhookSecret: SECRET });
 let engine: Engine;
-let server: ServerType;
+let shop: ShopServer | undefined;
 let shopUrl = "";
 let pspUrl = "";
 const workers = new Set<ChildProcess>();
@@ -88,17 +86,13 @@ beforeAll(async () => {
   pspUrl = await psp.start();
   engine = createEngine({ db: clone.db });
   const flow = checkout3ds(new PspClient(pspUrl), { confirmTimeoutMs: CONFIRM_TIMEOUT_MS });
-  const app = shopApp(engine, flow, { webhookSecret: SECRET });
-  server = await new Promise<ServerType>((resolve) => {
-    const s = serve({ fetch: app.fetch, port: 0, hostname: "127.0.0.1" }, () => resolve(s));
-  });
-  shopUrl = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
-  psp.webhookUrl = `${shopUrl}/webhooks/psp`;
+  shop = await serveShop(engine, flow, psp, SECRET);
+  shopUrl = shop.url;
 });
 
 afterAll(async () => {
   for (const child of workers) await kill(child);
-  await new Promise<void>((resolve) => (server ? server.close(() => resolve()) : resolve()));
+  await shop?.close();
   await psp.close();
 });
 

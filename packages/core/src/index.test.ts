@@ -34,7 +34,7 @@ describe("public exports", () => {
     ]);
   });
 
-  it("@idempo/core/internal exports only the fault-injection hooks, the CLI's one-shot resume of due runs and the shared options check", () => {
+  it("@idempo/core/internal exports only the fault-injection hooks, the CLI's one-shot resume of due runs, the test clock's access and the shared options check", () => {
     expect(Object.keys(internal).sort()).toEqual([
       "ANY",
       "ARRAY",
@@ -45,6 +45,7 @@ describe("public exports", () => {
       "OBJECT",
       "STRING",
       "checkOptions",
+      "clockAccessOf",
       "describeValue",
       "optionKind",
       "optionShape",

@@ -9,6 +9,7 @@ describe("public exports", () => {
       "assertExactlyOnce",
       "boundariesOf",
       "crashAtEveryBoundary",
+      "createTestClock",
       "pauseAt",
       "testEngine",
     ]);

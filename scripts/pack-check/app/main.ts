@@ -1,7 +1,8 @@
 /**
  * A user's program against the installed tarballs: migrate, run the checkout
  * (phase, step, phase) once per key, replay it, refuse a changed request,
- * crash it at every boundary with @idempo/testing, and (mode `crash`) leave
+ * crash it at every boundary with @idempo/testing, wake a 7-day sleep with
+ * its test clock, and (mode `crash`) leave
  * a run stuck in its step for the `idempo` binary to find.
  *
  *   node main.js pg      # DATABASE_URL, through withPreparedStatements(pg.Pool)
@@ -16,11 +17,13 @@ import {
   IdempotencyKeyMismatchError,
   type RunResult,
   withPreparedStatements,
+  workflow,
 } from "@idempo/core";
-import { assertExactlyOnce, crashAtEveryBoundary } from "@idempo/testing";
+import { assertExactlyOnce, crashAtEveryBoundary, createTestClock } from "@idempo/testing";
 import { Kysely, PostgresDialect, sql } from "kysely";
 import { PGliteDialect } from "kysely-pglite-dialect";
 import pg from "pg";
+import { z } from "zod";
 import { CREATE_ORDERS, checkout, type Database, FakePayments } from "./checkout.js";
 
 const mode = process.argv[2];
@@ -89,9 +92,22 @@ async function exercise(db: Kysely<Database>, label: string): Promise<void> {
     },
   );
   assertExactlyOnce(report);
+
+  const week = 7 * 24 * 60 * 60 * 1000;
+  const nap = workflow("nap")
+    .input(z.object({ n: z.number() }))
+    .sleep("nap", week)
+    .phase("woke", () => ({ woke: true }))
+    .respond(({ state }) => ({ status: 200, body: state }));
+  const clock = createTestClock(engine, { workflows: [nap] });
+  assert.equal((await engine.runOnce(nap, { tenantId: "acme", key: "nap-1", input: { n: 1 } })).status, 202);
+  assert.deepEqual(
+    (await clock.advance(week)).resumed.map((r) => [r.key, r.status]),
+    [["nap-1", 200]],
+  );
   console.log(
     `ok ${label}: migrated ${applied.join(", ")}; checkout ran once, replayed, refused a changed request; ` +
-      `${report.boundaries.length} crash boundaries exactly once`,
+      `${report.boundaries.length} crash boundaries exactly once; a 7-day sleep woken by the test clock`,
   );
 }
 

@@ -22,6 +22,7 @@ import type { SweepOptions } from "./background/sweep.js";
 import { sweep } from "./background/sweep.js";
 import type { Worker, WorkerOptions } from "./background/worker.js";
 import { startWorker } from "./background/worker.js";
+import { attachClockAccess } from "./clock-access.js";
 import { createContext } from "./engine-context.js";
 import type { EngineOptions } from "./engine-options.js";
 import { translateEntryErrors, withEntryErrors } from "./entry-errors.js";
@@ -33,11 +34,13 @@ import { inspect, listKeys } from "./operator/inspection.js";
 import type { OperatorVerbs } from "./operator/operator-verbs.js";
 import { operatorVerbs } from "./operator/operator-verbs.js";
 import type { KeyPage, ListKeysOptions, RunRecord, TombstoneRecord } from "./operator/records.js";
-import { scheduleFiring } from "./schedules/schedule-loop.js";
+import { fireDueSchedules } from "./schedules/fire-ticks.js";
+import { newestByName, scheduleFiring } from "./schedules/schedule-loop.js";
 import type { ScheduleOptions } from "./schedules/schedule-options.js";
 import type { ScheduleRecord } from "./schedules/schedule-record.js";
 import { ScheduleRegistry } from "./schedules/schedule-registry.js";
 import { scheduleVerbs } from "./schedules/schedule-service.js";
+import { cronOf } from "./schedules/ticks.js";
 import type { SignalOptions } from "./signal-delivery/deliver-signal.js";
 import { signalRun } from "./signal-delivery/deliver-signal.js";
 import type { SignalResult } from "./signal-delivery/signal-acceptance.js";
@@ -354,5 +357,12 @@ export function createEngine<DB>(options: EngineOptions<DB>): Engine {
     migrate: () => applyMigrations(db, tables),
   };
   attachDueResumer(engine, (opts) => translateEntryErrors(resumeDueRuns(ctx, opts), tables.schema, "resumeDue"));
+  attachClockAccess(engine, {
+    db: options.db,
+    schema: tables.schema,
+    fireSchedules: (workflows, onError) =>
+      fireDueSchedules(ctx, { registry: schedules, workflows: newestByName(workflows) }, onError),
+    nextTick: (cron, timezone, after) => cronOf("the test clock", cron, timezone).nextRun(after),
+  });
   return Object.freeze(engine);
 }

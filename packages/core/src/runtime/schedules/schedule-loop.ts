@@ -21,7 +21,9 @@ import type { ScheduleRegistry } from "./schedule-registry.js";
 const HELD_PAUSE_MS = 100;
 
 /** The newest given version of each workflow: what a schedule without input function starts. */
-function newestByName(workflows: readonly Workflow<unknown, unknown>[]): Map<string, Workflow<unknown, unknown>> {
+export function newestByName(
+  workflows: readonly Workflow<unknown, unknown>[],
+): Map<string, Workflow<unknown, unknown>> {
   const byName = new Map<string, Workflow<unknown, unknown>>();
   for (const w of workflows) {
     const known = byName.get(w.name);

@@ -1,14 +1,16 @@
 #!/usr/bin/env node
 // `npm run demo`: set up (pnpm + locked install), then run the checkout example, then the
-// 3-D Secure checkout (a run that waits for a provider's webhook). With --leave-stuck, only
-// the checkout example, which then leaves stuck runs for the CLI instead of its story.
+// 3-D Secure checkout (a run that waits for a provider's webhook), then the subscription
+// renewals (monthly schedules, three months simulated with the test clock). With
+// --leave-stuck, only the checkout example, which then leaves stuck runs for the CLI
+// instead of its story.
 import { log, run, setUp } from "./bootstrap.mjs";
 
 setUp();
 const extra = process.argv.slice(2);
 const demos = extra.includes("--leave-stuck")
   ? ["@idempo/example-checkout"]
-  : ["@idempo/example-checkout", "@idempo/example-checkout-3ds"];
+  : ["@idempo/example-checkout", "@idempo/example-checkout-3ds", "@idempo/example-subscription-renewal"];
 let status = 0;
 for (const name of demos) {
   const args = ["--filter", name, "start", ...extra];

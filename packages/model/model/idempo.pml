@@ -1,6 +1,7 @@
 /*
  * idempo's claim / lease / takeover / fencing / recovery-point protocol,
- * for one key, as spin checks it.
+ * for one key, as spin checks it; and, in the SCHEDULE scenario, the
+ * firing of one durable schedule's ticks by two workers.
  *
  * The database is the global record below; every procedure named after a
  * store function is one SQL statement and runs as one indivisible step
@@ -30,10 +31,14 @@
  *   V_CLAIM_UPSERT        the claim as an upsert instead of ON CONFLICT DO NOTHING
  *   V_NO_PARK             no parking at maxAttempts (a liveness variant)
  *   V_RELEASE_KEEPS_TOKEN release moving locked_until without clearing the owner
+ *   V_TICK_KEY_PER_WORKER a schedule tick's run key mixing in the worker
+ *   V_TICK_APART          a schedule's move past its ticks committed apart from their runs
  *
- * Scenario switches (RACE, RETENTION, OPERATOR) and sizes (CRASHES,
- * MAX_ATTEMPTS) are at the end, with the processes; LIVENESS adds the LTL
- * property for the acceptance-cycle search.
+ * Scenario switches (RACE, RETENTION, OPERATOR, SCHEDULE) and sizes
+ * (CRASHES, MAX_ATTEMPTS, TICKS) are at the end, with the processes;
+ * LIVENESS adds the LTL property for the acceptance-cycle search. SCHEDULE
+ * is a model of its own beside the key's: one durable schedule and the
+ * workers that fire its ticks (see "a durable schedule" below).
  */
 
 #ifndef MAX_ATTEMPTS
@@ -487,15 +492,175 @@ proctype sweeper() {
   fi
 }
 
-/* Who runs, by scenario (one model, three configurations, so that each
+#ifdef SCHEDULE
+/* ---- a durable schedule (runtime/schedules/fire-ticks.ts) -----------------
+ *
+ * One row of idempo.schedules and the runs its ticks start. The clock lets
+ * TICKS tick instants come, one after the other; two workers fire the row
+ * (each round: a due read without locks, then a transaction that locks the
+ * row with SKIP LOCKED and re-checks that it is due, enqueues the run of each
+ * due tick and moves the row past them, then commits); a process starting
+ * with a changed definition of the schedule (same instants, say the zone
+ * spelt another way) rewrites the row once, with the first tick after the
+ * now() it read before. Every tick is fired as due (catchUp 'all', or every
+ * tick on time): which missed ticks 'latest' and 'none' drop is tick
+ * arithmetic, tested in ticks.test.ts, not a race. A worker may crash
+ * before any statement (its transaction rolls back, its lock goes); the
+ * tick's run, once created, is the key's protocol above. */
+#ifndef TICKS
+#define TICKS 3
+#endif
+
+byte due;            /* ticks whose instant has come (DB clock): ticks 0 .. due-1 */
+byte nextTick;       /* next_tick_at: the first tick not fired; TICKS when none is left */
+byte lastTick = TICKS; /* last_tick_at: the last tick a round fired; TICKS is NULL */
+byte rowLock;        /* the worker holding the row (FOR UPDATE), 0 none */
+byte runKeys;        /* idempo.runs: bit k set when a run exists under key k */
+bit redefined;       /* the changed definition has been written */
+/* ghosts */
+byte runsOfTick[TICKS];
+bit droppedTick[TICKS]; /* due under the old definition, unfired when the new one replaced it: dropped by design */
+bit tick_one_run = 1, last_tick_true = 1;
+
+/* The run key of tick t fired by worker w, as a bit position: tickKey(name, at)
+ * is the schedule's name and the tick's time, nothing of the worker. */
+#ifdef V_TICK_KEY_PER_WORKER
+#define TICK_KEY(t, w) (2 * (t) + (w) - 1)
+#else
+#define TICK_KEY(t, w) (2 * (t))
+#endif
+
+/* The round's enqueues (enqueueRun: INSERT ... ON CONFLICT DO NOTHING), as
+ * they become visible at its commit. A key that exists already is the same
+ * request: a no-op, no second run. */
+inline insertRuns(pending, k) {
+  k = 0;
+  do
+  :: k < 2 * TICKS ->
+     if
+     :: ((pending >> k) & 1) && !((runKeys >> k) & 1) ->
+        runKeys = runKeys | (1 << k);
+        runsOfTick[k / 2]++;
+        REQUIRE(tick_one_run, runsOfTick[k / 2] == 1)
+     :: else -> skip
+     fi;
+     k++
+  :: else -> break
+  od;
+  pending = 0
+}
+
+/* The clock: the tick instants come, in order. */
+proctype ticker() {
+  do
+  :: d_step { due < TICKS -> due++ }
+  :: else -> break
+  od
+}
+
+/* A worker's firing loop (fireDueSchedules, fireSchedule). */
+proctype firer(byte w) {
+  byte t, upTo, pending, k;
+  bit held;
+round:
+  do
+  :: atomic { nextTick < due } -> /* selectDueSchedules: read without locks */
+     MAYBE_CRASH;
+     d_step { /* BEGIN; lockDueSchedule: next_tick_at <= now() FOR UPDATE SKIP LOCKED */
+       if
+       :: rowLock == 0 && nextTick < due -> rowLock = w; held = 1; t = nextTick; upTo = due
+       :: else -> skip /* locked by the other worker, or no longer due: skipped */
+       fi
+     };
+     do
+     :: t < upTo -> /* startRun: enqueue(tx, ...) of tick t, under its key */
+        MAYBE_CRASH;
+        d_step { pending = pending | (1 << TICK_KEY(t, w)); t++ }
+     :: else -> break
+     od;
+     if
+     :: held ->
+        MAYBE_CRASH;
+#ifdef V_TICK_APART
+        /* the row's move committed on its own, the runs in a later transaction */
+        d_step { nextTick = upTo; lastTick = upTo - 1; rowLock = 0; held = 0 };
+        MAYBE_CRASH;
+        d_step { insertRuns(pending, k) }
+#else
+        /* recordFiring, COMMIT: the runs and the row's move together */
+        d_step { insertRuns(pending, k); nextTick = upTo; lastTick = upTo - 1; rowLock = 0; held = 0 }
+#endif
+     :: else -> skip
+     fi;
+     d_step { t = 0; upTo = 0; k = 0 }
+  :: nextTick == TICKS && due == TICKS && redefined -> break
+  od;
+  goto stopped;
+crashed: /* the connection is gone: PostgreSQL rolls the transaction back and drops the lock */
+  skip;
+  d_step { if :: held -> rowLock = 0; held = 0 :: else -> skip fi; pending = 0; t = 0; upTo = 0; k = 0 };
+  goto round;
+stopped:
+  skip
+}
+
+/* engine.schedule with a changed cron or zone (schedule-service.ts, then
+ * upsertSchedule): databaseNow, the first tick after it, any time later the
+ * upsert, which replaces next_tick_at when the cron or zone changed and
+ * waits for a firing round's row lock. The ticks fired in between are put
+ * back on the row and fired again, under the same keys. */
+proctype redefine() {
+  byte first, k;
+  first = due; /* the first tick after now(): the next instant to come (TICKS: none left) */
+  d_step {
+    rowLock == 0;
+    k = nextTick;
+    do :: k < first -> droppedTick[k] = 1; k++ :: else -> break od;
+    nextTick = first; redefined = 1; k = 0
+  };
+  first = 0
+}
+
+/* Once everything has stopped: every tick made exactly one run, but those
+ * the new definition dropped, which made none; and last_tick_at names the
+ * latest tick that made one (NULL when none did). */
+#define CHECK_TICKS \
+  d_step { \
+    t = 0; latest = TICKS; \
+    do \
+    :: t < TICKS -> \
+       REQUIRE(tick_one_run, runsOfTick[t] == (1 - droppedTick[t])); \
+       if :: runsOfTick[t] > 0 -> latest = t :: else -> skip fi; \
+       t++ \
+    :: else -> break \
+    od; \
+    REQUIRE(last_tick_true, lastTick == latest) \
+  }
+#endif
+
+/* Who runs, by scenario (one model, four configurations, so that each
  * state space stays small enough to search exhaustively):
  *   RACE (default)  two clients calling runOnce with the same key and
  *                   payload, and a resumer
  *   RETENTION       the same, plus the sweeper, and a completed record's
  *                   retention can pass (the key is then reclaimed)
  *   OPERATOR        one client, a resumer, and an operator running one
- *                   verb at any moment */
+ *                   verb at any moment
+ *   SCHEDULE        no key's run: the clock's ticks, two workers firing
+ *                   the schedule, one redefinition of it; once all have
+ *                   stopped, init checks every tick's runs */
 init {
+#ifdef SCHEDULE
+  byte t, latest;
+  atomic {
+    run ticker();
+    run firer(1);
+    run firer(2);
+    run redefine()
+  };
+  _nr_pr == 1;
+  CHECK_TICKS
+#else
   atomic {
     run clock();
     run client(1);
@@ -509,9 +674,14 @@ init {
 #endif
     run resumer(3)
   }
+#endif
 }
 
-#ifdef LIVENESS
+#if defined(LIVENESS) && defined(SCHEDULE)
+/* The schedule gets through its ticks: once crashes stop, the row reaches
+ * the end of its ticks and stays there. */
+ltl ticks_fired { <>[] (nextTick == TICKS) }
+#elif defined(LIVENESS)
 /* No intent is lost: once crashes stop (the budget is finite), no run stays
  * in flight for ever; every run ends completed (or canceled) or parked, or
  * an operator forgot it. "Infinitely often not in flight" and not "finally

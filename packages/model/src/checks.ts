@@ -12,7 +12,7 @@ export interface Configuration {
   readonly size: string;
 }
 
-/** The three scenarios at the sizes the suite checks. */
+/** The four scenarios at the sizes the suite checks. */
 export const CONFIGURATIONS: readonly Configuration[] = [
   {
     name: "race",
@@ -28,6 +28,11 @@ export const CONFIGURATIONS: readonly Configuration[] = [
     name: "operator",
     defines: ["OPERATOR", "CRASHES=2", "MAX_ATTEMPTS=3"],
     size: "1 client + 1 resumer + 1 operator verb, 2 crashes, maxAttempts 3",
+  },
+  {
+    name: "schedule",
+    defines: ["SCHEDULE", "CRASHES=1", "TICKS=3"],
+    size: "1 schedule, 2 workers firing it + 1 redefinition, 3 ticks, 1 crash",
   },
 ];
 
@@ -112,6 +117,20 @@ export const VARIANTS: readonly Variant[] = [
     configuration: "operator",
     mode: "safety",
     expect: { kind: "assertion", property: "single_writer" },
+  },
+  {
+    define: "V_TICK_KEY_PER_WORKER",
+    removes: "a tick's run key of (schedule name, tick time) only: here the worker is in it",
+    configuration: "schedule",
+    mode: "safety",
+    expect: { kind: "assertion", property: "tick_one_run" },
+  },
+  {
+    define: "V_TICK_APART",
+    removes: "the runs of the ticks and the row's move past them in one transaction",
+    configuration: "schedule",
+    mode: "safety",
+    expect: { kind: "assertion", property: "tick_one_run" },
   },
 ];
 

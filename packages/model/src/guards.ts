@@ -275,6 +275,56 @@ export const GUARDS: readonly GuardRow[] = [
     fn: "deriveStepKey",
     patterns: ['hash("sha256", JSON.stringify([tenantId, key, workflow, step]), "base64url")'],
   },
+  {
+    transition: "schedule: lock a due row (the tick's claim)",
+    file: "store/schedules.ts",
+    fn: "lockDueSchedule",
+    patterns: ["WHERE name = @{name} AND NOT paused AND next_tick_at <= now() FOR UPDATE SKIP LOCKED"],
+  },
+  {
+    transition: "schedule: the runs and the row's move in one transaction",
+    file: "runtime/schedules/fire-ticks.ts",
+    fn: "fireSchedule",
+    patterns: [
+      "return ctx.db.transaction().execute(async (tx) => {",
+      "const row = await lockDueSchedule(tx, ctx.tables, name);",
+      "key: tickKey(name, at)",
+      "await startRun(ctx, tx, row, how.workflow, tick, input);",
+      "await recordFiring(tx, ctx.tables, name, { nextTickAt: plan.next, lastTickAt, error });",
+    ],
+  },
+  {
+    transition: "schedule: a tick's run, enqueued in the firing transaction",
+    file: "runtime/schedules/fire-ticks.ts",
+    fn: "startRun",
+    patterns: ["await enqueue(ctx, tx, workflow, { tenantId: row.tenant_id, key: tick.key, input });"],
+  },
+  {
+    transition: "schedule: the tick's key",
+    file: "runtime/schedules/schedule-options.ts",
+    fn: "tickKey",
+    patterns: ["return `schedule:@{name}:@{at.toISOString()}`;"],
+  },
+  {
+    transition: "schedule: the row's move",
+    file: "store/schedules.ts",
+    fn: "recordFiring",
+    patterns: ["next_tick_at = @{f.nextTickAt}::timestamptz", "WHERE name = @{name}"],
+  },
+  {
+    transition: "schedule: a redefinition (the first tick after the now() read before)",
+    file: "runtime/schedules/schedule-service.ts",
+    fn: "scheduleVerbs",
+    patterns: ["const now = await databaseNow(db); const next = s.rule.nextRun(now);"],
+  },
+  {
+    transition: "schedule: a redefinition (the upsert)",
+    file: "store/schedules.ts",
+    fn: "upsertSchedule",
+    patterns: [
+      "next_tick_at = CASE WHEN s.cron = excluded.cron AND s.timezone = excluded.timezone THEN s.next_tick_at ELSE excluded.next_tick_at END",
+    ],
+  },
 ];
 
 const collapse = (text: string) => text.replace(/\s+/g, " ");

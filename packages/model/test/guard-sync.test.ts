@@ -50,6 +50,15 @@ describe("the guards the model assumes are in the code", () => {
     expect(missingPatterns(cut, row)).toEqual([row.patterns[row.patterns.length - 1]]);
   });
 
+  it("notices a schedule fired without its row lock (SKIP LOCKED cut out of lockDueSchedule)", () => {
+    const row = GUARDS.find((r) => r.fn === "lockDueSchedule");
+    if (!row) throw new Error("no lockDueSchedule row");
+    const text = source(row.file);
+    const cut = text.replace("next_tick_at <= now()\n    FOR UPDATE SKIP LOCKED", "next_tick_at <= now()");
+    expect(cut).not.toBe(text);
+    expect(missingPatterns(cut, row)).toEqual(row.patterns);
+  });
+
   it("notices a renamed function", () => {
     const row = GUARDS.find((r) => r.transition === "takeover");
     if (!row) throw new Error("no takeover row");

@@ -53,6 +53,14 @@ export type { StepFailure } from "./runtime/execution/step-failure.js";
 export { stepFailureOf } from "./runtime/execution/step-failure.js";
 export type { AdminApi, ListOutboxOptions, OutboxEntry, WorkflowStats } from "./runtime/operator/admin-api.js";
 export type {
+  DurationStats,
+  ItemDurationStats,
+  Overview,
+  OverviewApi,
+  OverviewOptions,
+  OverviewWindow,
+} from "./runtime/operator/overview.js";
+export type {
   CancelOptions,
   ForgetOptions,
   OperatorVerbs,
@@ -71,6 +79,12 @@ export type {
 } from "./runtime/operator/records.js";
 export type { CatchUp, ScheduleOptions, ScheduleTick } from "./runtime/schedules/schedule-options.js";
 export type { ScheduleRecord } from "./runtime/schedules/schedule-record.js";
+export type {
+  ListScheduleTicksOptions,
+  PastTick,
+  ScheduleTicks,
+  TickRun,
+} from "./runtime/schedules/schedule-ticks.js";
 export type { SignalOptions } from "./runtime/signal-delivery/deliver-signal.js";
 export type { SignalResult } from "./runtime/signal-delivery/signal-acceptance.js";
 export type { WaitOptions } from "./runtime/signal-delivery/wait-for-completion.js";

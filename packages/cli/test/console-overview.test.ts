@@ -61,17 +61,21 @@ describe.skipIf(!existsSync(CHROMIUM))("the overview and schedules pages in a br
       await page.screenshot({ path: fileURLToPath(new URL(`${name}.png`, `file://${SCREENSHOTS}/`)), fullPage: true });
   }
   const tiles = (page: Page) =>
-    page.locator("li[data-tile]").evaluateAll((els) =>
-      Object.fromEntries(
-        els.map((e) => [e.getAttribute("data-tile"), Number(e.querySelector("[data-value]")?.textContent)]),
-      ),
-    );
+    page
+      .locator("li[data-tile]")
+      .evaluateAll((els) =>
+        Object.fromEntries(
+          els.map((e) => [e.getAttribute("data-tile"), Number(e.querySelector("[data-value]")?.textContent)]),
+        ),
+      );
   /** Each series of a chart as drawn: name and its values. */
   const series = (page: Page, chart: string) =>
     page
       .locator(`svg[data-chart="${chart}"] g[data-series]`)
       .evaluateAll((gs) =>
-        Object.fromEntries(gs.map((g) => [g.getAttribute("data-series"), (g.getAttribute("data-values") ?? "").split(",").map(Number)])),
+        Object.fromEntries(
+          gs.map((g) => [g.getAttribute("data-series"), (g.getAttribute("data-values") ?? "").split(",").map(Number)]),
+        ),
       );
 
   it("the overview shows the engine's figures: counts, charts, durations and next ticks, for the hour and the day", async () => {
@@ -82,7 +86,8 @@ describe.skipIf(!existsSync(CHROMIUM))("the overview and schedules pages in a br
       await page?.close();
       page = await open("/overview");
       const after = await engine.overview({ window: "hour" });
-      const same = sum(after.started) === sum(hour.started) && sum(after.finished.succeeded) === sum(hour.finished.succeeded);
+      const same =
+        sum(after.started) === sum(hour.started) && sum(after.finished.succeeded) === sum(hour.finished.succeeded);
       hour = after;
       if (same) break;
     }
@@ -119,7 +124,9 @@ describe.skipIf(!existsSync(CHROMIUM))("the overview and schedules pages in a br
     expect(p50).toBeGreaterThanOrEqual(20);
     expect(Number(await ship.getAttribute("data-count"))).toBe(14);
     expect(await page.locator('g[data-row="workflow:checkout"]').count()).toBe(1);
-    expect(Number(await page.locator('g[data-schedule="heartbeat"]').getAttribute("data-ticks"))).toBeGreaterThanOrEqual(59);
+    expect(
+      Number(await page.locator('g[data-schedule="heartbeat"]').getAttribute("data-ticks")),
+    ).toBeGreaterThanOrEqual(59);
     expect(await page.locator('g[data-schedule="weekly-cleanup"]').textContent()).toContain("paused");
     await shot(page, "overview");
 
@@ -139,7 +146,10 @@ describe.skipIf(!existsSync(CHROMIUM))("the overview and schedules pages in a br
       rows.map((r) => ({
         name: r.getAttribute("data-schedule"),
         next: [...r.querySelectorAll("[data-next]")].map((e) => e.getAttribute("data-next")),
-        last: [...r.querySelectorAll("[data-tick]")].map((e) => [e.getAttribute("data-tick"), e.getAttribute("data-run")]),
+        last: [...r.querySelectorAll("[data-tick]")].map((e) => [
+          e.getAttribute("data-tick"),
+          e.getAttribute("data-run"),
+        ]),
       })),
     );
     expect(shown).toEqual(

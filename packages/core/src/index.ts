@@ -53,6 +53,12 @@ export type { StepFailure } from "./runtime/execution/step-failure.js";
 export { stepFailureOf } from "./runtime/execution/step-failure.js";
 export type { AdminApi, ListOutboxOptions, OutboxEntry, WorkflowStats } from "./runtime/operator/admin-api.js";
 export type {
+  CancelOptions,
+  ForgetOptions,
+  OperatorVerbs,
+  RetryFromOptions,
+} from "./runtime/operator/operator-verbs.js";
+export type {
   DurationStats,
   ItemDurationStats,
   Overview,
@@ -60,12 +66,6 @@ export type {
   OverviewOptions,
   OverviewWindow,
 } from "./runtime/operator/overview.js";
-export type {
-  CancelOptions,
-  ForgetOptions,
-  OperatorVerbs,
-  RetryFromOptions,
-} from "./runtime/operator/operator-verbs.js";
 export type {
   HistoryEntry,
   KeyPage,

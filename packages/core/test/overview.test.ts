@@ -110,7 +110,11 @@ describe("engine.overview", () => {
     expect(orders?.maxMs).toBeCloseTo(300, 6);
     const orderItems = o.itemDurations.filter((i) => i.workflow === "ov_order");
     // In the order they run; the stuck order's charge never finished and is not among them.
-    expect(orderItems.map((i) => `${i.kind}:${i.name}:${i.count}`)).toEqual(["phase:create:4", "step:charge:3", "phase:notify:3"]);
+    expect(orderItems.map((i) => `${i.kind}:${i.name}:${i.count}`)).toEqual([
+      "phase:create:4",
+      "step:charge:3",
+      "phase:notify:3",
+    ]);
     expect(orderItems[1]?.p50Ms).toBeCloseTo(20, 6);
     expect(orderItems[1]?.p95Ms).toBeCloseTo(29, 6);
     expect(orderItems[1]?.failed).toBe(0);
@@ -156,10 +160,13 @@ describe("engine.listScheduleTicks", () => {
     const worker = engine.startWorker({ workflows: [tick], sweep: false, intervalMs: 100 });
     try {
       await expect
-        .poll(async () => {
-          const [s] = await engine.listScheduleTicks({ next: 0, last: 3 });
-          return s?.last.every((l) => l.run?.status === "completed") === true;
-        }, { timeout: 60_000, interval: 50 })
+        .poll(
+          async () => {
+            const [s] = await engine.listScheduleTicks({ next: 0, last: 3 });
+            return s?.last.every((l) => l.run?.status === "completed") === true;
+          },
+          { timeout: 60_000, interval: 50 },
+        )
         .toBe(true);
     } finally {
       await worker.stop();

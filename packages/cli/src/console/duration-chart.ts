@@ -32,7 +32,9 @@ interface DurationRow {
 
 /** The rows: each workflow's runs, then its items in the order they run. */
 function rowsOf(o: Overview): DurationRow[] {
-  const names = [...new Set([...o.workflowDurations.map((w) => w.workflow), ...o.itemDurations.map((i) => i.workflow)])];
+  const names = [
+    ...new Set([...o.workflowDurations.map((w) => w.workflow), ...o.itemDurations.map((i) => i.workflow)]),
+  ];
   return names.sort().flatMap((name) => {
     const run = o.workflowDurations.find((w) => w.workflow === name);
     const items = o.itemDurations.filter((i) => i.workflow === name);
@@ -60,7 +62,9 @@ export function durationChart(o: Overview) {
   return html`<svg data-chart="durations" role="img" aria-label="p50 and p95 durations per workflow and item"
     viewBox="0 0 ${WIDTH} ${height}" width="100%">
     ${MARKS.filter((m) => m <= top).map(
-      (m) => html`<line class="grid" x1="${x(m).toFixed(1)}" x2="${x(m).toFixed(1)}" y1="${TOP}" y2="${height - AXIS}" />
+      (
+        m,
+      ) => html`<line class="grid" x1="${x(m).toFixed(1)}" x2="${x(m).toFixed(1)}" y1="${TOP}" y2="${height - AXIS}" />
         <text x="${x(m).toFixed(1)}" y="${height - 6}" text-anchor="middle">${formatDuration(m)}</text>`,
     )}
     ${rows.map((r, i) => {

@@ -30,7 +30,16 @@ const overview: Overview = {
   current: { inFlight: 0, stuck: 0, parked: 1, suspended: 0, outboxPending: 0, outboxDead: 0 },
   workflowDurations: [{ workflow: "pay\u202Egnp", count: 3, p50Ms: 200, p95Ms: 290, maxMs: 300 }],
   itemDurations: [
-    { workflow: "pay\u202Egnp", kind: "step", name: "<b>charge</b>", count: 3, p50Ms: 20, p95Ms: 29, maxMs: 30, failed: 1 },
+    {
+      workflow: "pay\u202Egnp",
+      kind: "step",
+      name: "<b>charge</b>",
+      count: 3,
+      p50Ms: 20,
+      p95Ms: 29,
+      maxMs: 30,
+      failed: 1,
+    },
   ],
 };
 
@@ -110,7 +119,7 @@ describe("the overview and schedules pages", () => {
     const body = await (await request("/overview")).text();
     expect(body).toMatch(/data-tile="started"><a [^>]*><small>[^<]*<\/small><strong data-value>5<\/strong>/);
     expect(body).toMatch(/data-tile="failed"><a [^>]*><small>failed<\/small><strong data-value>1<\/strong>/);
-    expect(body).toContain('data-series="succeeded" data-values="' + at(50, 3).join(","));
+    expect(body).toContain(`data-series="succeeded" data-values="${at(50, 3).join(",")}`);
     expect(body).toContain("pay\\u202Egnp");
     expect(body).toContain("&lt;b&gt;charge&lt;/b&gt;");
     expect(body).toContain("p50 20ms · p95 29ms · 3× · 1 failed");

@@ -15,7 +15,7 @@ import { ticksChart } from "./ticks-chart.js";
 import { timeChart } from "./time-chart.js";
 
 /** The windows the page offers: label and the span ahead its tick chart covers. */
-export const WINDOWS: Record<OverviewWindow, { label: string; aheadMs: number; per: string }> = {
+const WINDOWS: Record<OverviewWindow, { label: string; aheadMs: number; per: string }> = {
   hour: { label: "Last hour", aheadMs: 3_600_000, per: "per minute" },
   day: { label: "Last day", aheadMs: 86_400_000, per: "per 15 minutes" },
 };

@@ -46,7 +46,9 @@ function lastRuns(s: ScheduleTicks) {
   return html`<ul class="ticks">${s.last.map((t) => {
     const label = runLabel(t);
     const took =
-      t.run?.createdAt && t.run.completedAt ? ` ${formatDuration(t.run.completedAt.getTime() - t.run.createdAt.getTime())}` : "";
+      t.run?.createdAt && t.run.completedAt
+        ? ` ${formatDuration(t.run.completedAt.getTime() - t.run.createdAt.getTime())}`
+        : "";
     const when = html`<time datetime="${t.at.toISOString()}">${iso(t.at)}</time>`;
     return t.run
       ? html`<li data-tick="${t.at.toISOString()}" data-run="${label}"><a href="${runPath(s.schedule.tenantId, t.key)}">${when}</a>

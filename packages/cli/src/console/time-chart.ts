@@ -44,7 +44,7 @@ const PLOT_W = WIDTH - LEFT - RIGHT;
 const PLOT_H = HEIGHT - TOP - BOTTOM;
 
 /** The smallest of 1, 2, 5, 10, 20, 50, ... at or above `n` (at least 1): the top of the y axis. */
-export function niceCeiling(n: number): number {
+function niceCeiling(n: number): number {
   if (n <= 1) return 1;
   const power = 10 ** Math.floor(Math.log10(n));
   for (const step of [1, 2, 5, 10]) if (step * power >= n) return step * power;

@@ -50,12 +50,28 @@ function plan(): Planned[] {
   const runs: Planned[] = [];
   const add = (wf: Workflow<unknown, unknown>, key: string, input: unknown, ageMs: number, tenantId = "acme") =>
     runs.push({ wf, tenantId, key, input, ageMs: Math.round(ageMs) });
-  for (let i = 0; i < 30; i++) add(checkout, `order-${1100 + i}`, { amountCents: 500 + i * 37 }, (2 + i * 1.85) * MIN, i % 4 === 3 ? "globex" : "acme");
+  for (let i = 0; i < 30; i++)
+    add(
+      checkout,
+      `order-${1100 + i}`,
+      { amountCents: 500 + i * 37 },
+      (2 + i * 1.85) * MIN,
+      i % 4 === 3 ? "globex" : "acme",
+    );
   for (let i = 0; i < 14; i++) add(fulfilment, `ship-${200 + i}`, { ms: 20 + ((i * 47) % 160) }, (3 + i * 3.9) * MIN);
-  for (const [i, m] of [6, 17, 29, 38, 50].entries()) add(refund, `refund-${40 + i}`, { ms: 40 + i * 25, late: i % 2 === 1 }, m * MIN);
-  for (let i = 0; i < 36; i++) add(checkout, `order-${900 + i}`, { amountCents: 700 + i * 11 }, (1.5 + i * 0.57) * HOUR, i % 3 === 0 ? "globex" : "acme");
+  for (const [i, m] of [6, 17, 29, 38, 50].entries())
+    add(refund, `refund-${40 + i}`, { ms: 40 + i * 25, late: i % 2 === 1 }, m * MIN);
+  for (let i = 0; i < 36; i++)
+    add(
+      checkout,
+      `order-${900 + i}`,
+      { amountCents: 700 + i * 11 },
+      (1.5 + i * 0.57) * HOUR,
+      i % 3 === 0 ? "globex" : "acme",
+    );
   for (let i = 0; i < 12; i++) add(fulfilment, `ship-${100 + i}`, { ms: 30 + ((i * 37) % 200) }, (2 + i * 1.7) * HOUR);
-  for (const [i, h] of [3, 8, 13, 19].entries()) add(refund, `refund-${30 + i}`, { ms: 60 + i * 20, late: i === 2 }, h * HOUR);
+  for (const [i, h] of [3, 8, 13, 19].entries())
+    add(refund, `refund-${30 + i}`, { ms: 60 + i * 20, late: i === 2 }, h * HOUR);
   return runs;
 }
 
@@ -68,7 +84,16 @@ async function age(db: Db, moves: readonly { tenantId: string; key: string; ageM
     return sql`UPDATE ${sql.id("idempo", table)} AS t SET ${sql.join(sets)} FROM ${m}
       WHERE t.tenant_id = m.tenant_id AND t.key = m.key`.execute(db);
   };
-  await back("runs", ["locked_until", "expires_at", "created_at", "updated_at", "completed_at", "parked_at", "wake_at", "wait_until"]);
+  await back("runs", [
+    "locked_until",
+    "expires_at",
+    "created_at",
+    "updated_at",
+    "completed_at",
+    "parked_at",
+    "wake_at",
+    "wait_until",
+  ]);
   await back("run_history", ["started_at", "finished_at"]);
   await back("outbox", ["available_at", "locked_until", "created_at", "delivered_at"]);
   await back("signals", ["created_at"]);
@@ -97,7 +122,12 @@ async function until(check: () => Promise<boolean>, what: string): Promise<void>
 async function schedules(engine: Engine, db: Db): Promise<void> {
   await engine.schedule("sync-every-5m", { cron: "*/5 * * * *", workflow: report, tenantId: "acme", catchUp: "all" });
   await engine.schedule("hourly-digest", { cron: "0 * * * *", workflow: report, tenantId: "acme" });
-  await engine.schedule("nightly-invoices", { cron: "0 2 * * *", timezone: "Europe/Berlin", workflow: report, tenantId: "acme" });
+  await engine.schedule("nightly-invoices", {
+    cron: "0 2 * * *",
+    timezone: "Europe/Berlin",
+    workflow: report,
+    tenantId: "acme",
+  });
   await engine.schedule("heartbeat", { cron: "* * * * *", workflow: report, tenantId: "ops", catchUp: "none" });
   await engine.schedule("weekly-cleanup", { cron: "0 4 * * 0", workflow: report, tenantId: "ops" });
   await engine.pauseSchedule("weekly-cleanup");
@@ -118,7 +148,10 @@ async function schedules(engine: Engine, db: Db): Promise<void> {
   const { rows } = await sql<{ tenant_id: string; key: string; age_ms: number }>`
     SELECT tenant_id, key, extract(epoch FROM now() - substring(key from '^schedule:[^:]+:(.*)$')::timestamptz)::float8 * 1000 AS age_ms
     FROM idempo.runs WHERE key LIKE 'schedule:%'`.execute(db);
-  await age(db, rows.map((r) => ({ tenantId: r.tenant_id, key: r.key, ageMs: Math.max(0, r.age_ms) })));
+  await age(
+    db,
+    rows.map((r) => ({ tenantId: r.tenant_id, key: r.key, ageMs: Math.max(0, r.age_ms) })),
+  );
 }
 
 /** Seed `db` (migrated, empty) as described above. */
@@ -132,19 +165,32 @@ export async function seedShop(db: Db): Promise<void> {
     );
   }
   const extra: { tenantId: string; key: string; ageMs: number }[] = [];
-  for (const [key, ageMs] of [["import-77", 41 * MIN], ["import-78", 13 * MIN], ["import-61", 9 * HOUR]] as const) {
+  for (const [key, ageMs] of [
+    ["import-77", 41 * MIN],
+    ["import-78", 13 * MIN],
+    ["import-61", 9 * HOUR],
+  ] as const) {
     await engine.runOnce(poison, { tenantId: "acme", key, input: {} }).catch(() => undefined);
     extra.push({ tenantId: "acme", key, ageMs });
   }
-  for (const [key, ageMs] of [["order-1201", 27 * MIN], ["order-1202", 8 * MIN]] as const) {
+  for (const [key, ageMs] of [
+    ["order-1201", 27 * MIN],
+    ["order-1202", 8 * MIN],
+  ] as const) {
     await crash(engine, "globex", key);
     extra.push({ tenantId: "globex", key, ageMs });
   }
-  for (const [key, ageMs] of [["trial-7", 33 * MIN], ["trial-8", 4 * MIN]] as const) {
+  for (const [key, ageMs] of [
+    ["trial-7", 33 * MIN],
+    ["trial-8", 4 * MIN],
+  ] as const) {
     await engine.runOnce(trial, { tenantId: "acme", key, input: { sleepMs: 3 * HOUR } });
     extra.push({ tenantId: "acme", key, ageMs });
   }
-  for (const [key, ageMs] of [["pay-31", 21 * MIN], ["pay-32", 9 * MIN]] as const) {
+  for (const [key, ageMs] of [
+    ["pay-31", 21 * MIN],
+    ["pay-32", 9 * MIN],
+  ] as const) {
     await engine.runOnce(payment, { tenantId: "globex", key, input: {} });
     extra.push({ tenantId: "globex", key, ageMs });
   }

@@ -168,9 +168,19 @@ export function overviewApi(db: Executor, tables: Tables): OverviewApi {
           const current = await selectCurrentCounts(tx, tables);
           const workflows = await selectWorkflowDurations(tx, tables, w);
           const items = await selectItemDurations(tx, tables, w);
-          const outcome = (o: RunOutcome) => perBucket(finished.filter((r) => r.outcome === o), w.count);
-          const written = perBucket(outbox.filter((r) => r.flow === "in"), w.count);
-          const delivered = perBucket(outbox.filter((r) => r.flow === "out"), w.count);
+          const outcome = (o: RunOutcome) =>
+            perBucket(
+              finished.filter((r) => r.outcome === o),
+              w.count,
+            );
+          const written = perBucket(
+            outbox.filter((r) => r.flow === "in"),
+            w.count,
+          );
+          const delivered = perBucket(
+            outbox.filter((r) => r.flow === "out"),
+            w.count,
+          );
           const stats = (r: { count: number; p50_ms: number; p95_ms: number; max_ms: number }) => ({
             count: r.count,
             p50Ms: r.p50_ms,

@@ -190,6 +190,12 @@ describe("engine.listScheduleTicks", () => {
     expect(paused?.last).toHaveLength(5);
   });
 
+  it("lists a schedule whose zone this runtime does not know without ticks, instead of failing the list", async () => {
+    await sql`UPDATE idempo.schedules SET timezone = 'Mars/Olympus_Mons' WHERE name = 'ov-minutely'`.execute(t.db);
+    const [s] = await engine.listScheduleTicks();
+    expect([s?.schedule.name, s?.next, s?.last]).toEqual(["ov-minutely", [], []]);
+  });
+
   it("refuses counts out of range and unknown options", async () => {
     await expect(engine.listScheduleTicks({ next: -1 })).rejects.toBeInstanceOf(InvalidOptionError);
     await expect(engine.listScheduleTicks({ last: 101 })).rejects.toThrow(/last must be an integer from 0 to 100/);

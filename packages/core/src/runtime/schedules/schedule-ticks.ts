@@ -47,7 +47,8 @@ export interface ScheduleTicks {
   /**
    * The next ticks, oldest first, from `nextTickAt` on: a tick already due
    * (no worker fired it yet) comes first. Empty while paused (a resume
-   * starts from the first tick after then) and when no tick is left.
+   * starts from the first tick after then), when no tick is left, and
+   * when this runtime cannot read the cron expression or zone.
    */
   readonly next: readonly Date[];
   /**
@@ -70,6 +71,16 @@ function count(options: ListScheduleTicksOptions | undefined, name: "next" | "la
   return value;
 }
 
+/** The schedule's croner rule, or null when this runtime refuses its expression or zone. */
+function ruleOf(s: ScheduleRecord) {
+  try {
+    return cronOf(`schedule '${s.name}'`, s.cron, s.timezone);
+  } catch {
+    // cronOf refuses what it can tell (InvalidOptionError); croner throws a TypeError for a zone it cannot convert.
+    return null;
+  }
+}
+
 /** Every schedule by name with its next and last ticks; see `Engine.listScheduleTicks`. */
 export async function listScheduleTicks(
   db: Executor,
@@ -82,12 +93,15 @@ export async function listScheduleTicks(
   const [rows, now] = await Promise.all([selectSchedules(db, tables), databaseNow(db)]);
   const planned = rows.map((row) => {
     const s = recordOf(row);
-    const rule = cronOf(`schedule '${s.name}'`, s.cron, s.timezone);
+    const rule = ruleOf(s);
+    // A row this runtime cannot read (a zone its time-zone data lacks) is listed without ticks, not a failed list.
+    if (rule === null) return { s, next: [] as Date[], last: [] as { at: Date; key: string }[] };
     const first = s.paused ? null : s.nextTickAt;
     const next = first === null || nextCount === 0 ? [] : [first, ...rule.nextRuns(nextCount - 1, first)];
     // The ticks before the next one were all fired or skipped; while paused, those up to now.
     const before = first ?? now;
-    const last = lastCount === 0 ? [] : rule.previousRuns(lastCount, before).filter((at) => at > s.createdAt);
+    const last =
+      lastCount === 0 ? [] : rule.previousRuns(lastCount, before).filter((at) => at < before && at > s.createdAt);
     return { s, next, last: last.map((at) => ({ at, key: tickKey(s.name, at) })) };
   });
   const keys = planned.flatMap((p) => p.last.map((t) => ({ tenantId: p.s.tenantId, key: t.key })));

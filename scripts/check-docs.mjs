@@ -60,7 +60,9 @@ const EXAMPLES = {
     "listSchedules",
     "pauseSchedule",
     "resumeSchedule",
+    "listScheduleTicks",
   ],
+  "packages/core/src/runtime/operator/overview.ts": ["overview"],
   "packages/core/src/workflow/builder.ts": [
     "workflow",
     "input",

@@ -59,6 +59,14 @@ export type {
   RetryFromOptions,
 } from "./runtime/operator/operator-verbs.js";
 export type {
+  DurationStats,
+  ItemDurationStats,
+  Overview,
+  OverviewApi,
+  OverviewOptions,
+  OverviewWindow,
+} from "./runtime/operator/overview.js";
+export type {
   HistoryEntry,
   KeyPage,
   ListKeysOptions,
@@ -71,6 +79,12 @@ export type {
 } from "./runtime/operator/records.js";
 export type { CatchUp, ScheduleOptions, ScheduleTick } from "./runtime/schedules/schedule-options.js";
 export type { ScheduleRecord } from "./runtime/schedules/schedule-record.js";
+export type {
+  ListScheduleTicksOptions,
+  PastTick,
+  ScheduleTicks,
+  TickRun,
+} from "./runtime/schedules/schedule-ticks.js";
 export type { SignalOptions } from "./runtime/signal-delivery/deliver-signal.js";
 export type { SignalResult } from "./runtime/signal-delivery/signal-acceptance.js";
 export type { WaitOptions } from "./runtime/signal-delivery/wait-for-completion.js";

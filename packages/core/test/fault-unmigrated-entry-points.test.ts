@@ -76,6 +76,8 @@ describe("entry points on a database that was never migrated", () => {
       ["listSchedules", () => engine.listSchedules()],
       ["pauseSchedule", () => engine.pauseSchedule("s")],
       ["resumeSchedule", () => engine.resumeSchedule("s")],
+      ["listScheduleTicks", () => engine.listScheduleTicks()],
+      ["overview", () => engine.overview()],
     ];
     for (const [call, fn] of calls) expectMigrateHint(await settle(fn()), call);
   });

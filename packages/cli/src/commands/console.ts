@@ -1,4 +1,4 @@
-/** `idempo console`: a small web console for stuck, in-flight and recent runs, one run's timeline, and the outbox. */
+/** `idempo console`: a small web console: an overview, stuck, in-flight and recent runs, one run's timeline, the outbox, the schedules. */
 
 import type { Command } from "commander";
 import { Option } from "commander";
@@ -28,12 +28,14 @@ function untilStopped(): Promise<void> {
 export function registerConsole(program: Command, io: Io): void {
   program
     .command("console")
-    .description("serve a web console: stuck, parked, suspended and recent runs, run timelines, the outbox")
+    .description(
+      "serve a web console: an overview, stuck, parked, suspended and recent runs, run timelines, the outbox, schedules",
+    )
     .addOption(new Option("--host <address>", "address to listen on").default("127.0.0.1"))
     .addOption(new Option("--port <port>", "port to listen on (0 picks a free one)").default(4300).argParser(parsePort))
     .option(
       "--allow-actions",
-      "offer release, cancel, retry from, unpark and outbox retry, each behind a confirmation page",
+      "offer release, cancel, retry from, unpark, outbox retry and schedule pause/resume, each behind a confirmation page",
     )
     .option(
       "--allow-host <name>",

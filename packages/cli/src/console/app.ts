@@ -7,7 +7,7 @@
  * Every route sits behind the access guard (host names and the start-up
  * token); verbs exist only when the console was started with actions allowed.
  */
-import type { Engine, ListKeysOptions, RunRecord } from "@idempo/core";
+import type { Engine, ListKeysOptions, OverviewWindow, RunRecord } from "@idempo/core";
 import { IdempoError } from "@idempo/core";
 import type { Context } from "hono";
 import { Hono } from "hono";
@@ -21,11 +21,14 @@ import type { Access } from "./guard.js";
 import { accessGuard } from "./guard.js";
 import { page, stylesheet } from "./layout.js";
 import { outboxPage } from "./outbox-page.js";
-import { outboxRetryPath, runPath } from "./paths.js";
+import { overviewPage } from "./overview-page.js";
+import { outboxRetryPath, runPath, scheduleActionPath } from "./paths.js";
 import { runAction } from "./run-actions.js";
 import { runPage } from "./run-page.js";
 import type { ViewName } from "./runs-page.js";
 import { runsPage, VIEWS } from "./runs-page.js";
+import { SCHEDULE_ACTIONS, scheduleAction } from "./schedule-actions.js";
+import { schedulesPage } from "./schedules-page.js";
 import { tombstonePage } from "./tombstone-page.js";
 
 /** What the routes need. */
@@ -45,6 +48,8 @@ export interface ConsoleContext {
 }
 
 const PAGE_SIZE = 50;
+/** Next ticks per schedule the overview asks for: the engine's most; a denser schedule's row says it goes on. */
+const OVERVIEW_TICKS = 1_000;
 
 /** The Hono application of the console, behind `access` (see guard.ts). */
 export function consoleApp(ctx: ConsoleContext, access: Access): Hono {
@@ -108,6 +113,22 @@ export function consoleApp(ctx: ConsoleContext, access: Access): Hono {
     );
   });
 
+  app.get("/overview", async (c) => {
+    const window: OverviewWindow = c.req.query("window") === "day" ? "day" : "hour";
+    const [overview, schedules] = await Promise.all([
+      ctx.engine.overview({ window }),
+      ctx.engine.listScheduleTicks({ next: OVERVIEW_TICKS, last: 0 }),
+    ]);
+    return c.html(page("Overview", "/overview", overviewPage(overview, schedules, OVERVIEW_TICKS)));
+  });
+
+  app.get("/schedules", async (c) => {
+    const [schedules, now] = await Promise.all([ctx.engine.listScheduleTicks({ next: 5, last: 5 }), ctx.clock()]);
+    const verb = scheduleAction(c.req.query("done") ?? "");
+    const flash = verb ? `${verb.label}: done.` : undefined;
+    return c.html(page("Schedules", "/schedules", schedulesPage(schedules, now, actions), flash));
+  });
+
   app.get("/outbox", async (c) => {
     const [pending, dead] = await Promise.all([
       ctx.engine.listOutbox({ status: "pending", limit: PAGE_SIZE }),
@@ -144,6 +165,37 @@ export function consoleApp(ctx: ConsoleContext, access: Access): Hono {
       await ctx.engine.retryOutbox(tenant, messageId);
       return c.redirect("/outbox?done=outbox-retry", 303);
     });
+    const findSchedule = async (name: string) => (await ctx.engine.listSchedules()).find((s) => s.name === name);
+    for (const action of SCHEDULE_ACTIONS) {
+      const route = `/actions/schedule-${action.verb}/:name`;
+      app.get(route, async (c) => {
+        const schedule = await findSchedule(c.req.param("name") ?? "");
+        if (!schedule) return c.text("no such schedule", 404);
+        return c.html(
+          page(
+            action.label,
+            "/schedules",
+            confirmPage({
+              title: action.label,
+              question: visible(action.question(schedule)),
+              action: scheduleActionPath(action.verb, schedule.name),
+              fields: {},
+              cancelHref: "/schedules",
+              token: action.applies(schedule) ? access.token : null,
+              subject: "schedule",
+            }),
+          ),
+        );
+      });
+      app.post(route, async (c) => {
+        if (!(await mayAct(c))) return c.text("action token missing or wrong", 403);
+        const schedule = await findSchedule(c.req.param("name") ?? "");
+        if (!schedule) return c.text("no such schedule", 404);
+        if (!action.applies(schedule)) return c.text(`${action.label} does not apply to this schedule now`, 409);
+        await action.perform(ctx.engine, schedule.name);
+        return c.redirect(`/schedules?done=schedule-${action.verb}`, 303);
+      });
+    }
     app.get("/actions/:verb/:tenant/:key", async (c) => {
       const { verb, tenant, key } = c.req.param();
       const action = runAction(verb);

@@ -13,14 +13,16 @@ export function confirmPage(options: {
   fields: Record<string, string>;
   cancelHref: string;
   token: string | null;
+  /** What the verb acts on, for the sentence shown when it does not apply (Default: `run`). */
+  subject?: string;
 }) {
-  const { title, question, action, fields, cancelHref, token } = options;
+  const { title, question, action, fields, cancelHref, token, subject = "run" } = options;
   return html`<h1>${title}</h1>
     <article>
       <p>${question}</p>
       ${
         token === null
-          ? html`<p>This does not apply to the run as it is now (another change came first): nothing to confirm.</p>`
+          ? html`<p>This does not apply to the ${subject} as it is now (another change came first): nothing to confirm.</p>`
           : html`<form method="post" action="${action}">
               ${Object.entries(fields).map(([name, value]) => html`<input type="hidden" name="${name}" value="${value}" />`)}
               <input type="hidden" name="token" value="${token}" />

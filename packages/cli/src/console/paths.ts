@@ -14,3 +14,8 @@ export function actionPath(verb: string, tenantId: string, key: string): string 
 export function outboxRetryPath(tenantId: string, messageId: string): string {
   return `/actions/outbox-retry/${encodeURIComponent(tenantId)}/${encodeURIComponent(messageId)}`;
 }
+
+/** The confirmation page of pausing or resuming one schedule. */
+export function scheduleActionPath(verb: "pause" | "resume", name: string): string {
+  return `/actions/schedule-${verb}/${encodeURIComponent(name)}`;
+}

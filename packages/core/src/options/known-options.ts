@@ -118,6 +118,12 @@ export const LIST_KEYS_OPTIONS = optionShape({
 /** `listOutbox(options)`. */
 export const LIST_OUTBOX_OPTIONS = optionShape({ tenantId: ANY, status: ANY, topic: ANY, limit: INTEGER });
 
+/** `overview(options)`; the window is checked against its values. */
+export const OVERVIEW_OPTIONS = optionShape({ window: ANY });
+
+/** `listScheduleTicks(options)`. */
+export const LIST_SCHEDULE_TICKS_OPTIONS = optionShape({ next: INTEGER, last: INTEGER });
+
 /** `cancel(tenantId, key, options)`. */
 export const CANCEL_OPTIONS = optionShape({ status: INTEGER, body: ANY });
 

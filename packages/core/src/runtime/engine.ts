@@ -33,6 +33,8 @@ import { adminApi } from "./operator/admin-api.js";
 import { inspect, listKeys } from "./operator/inspection.js";
 import type { OperatorVerbs } from "./operator/operator-verbs.js";
 import { operatorVerbs } from "./operator/operator-verbs.js";
+import type { OverviewApi } from "./operator/overview.js";
+import { overviewApi } from "./operator/overview.js";
 import type { KeyPage, ListKeysOptions, RunRecord, TombstoneRecord } from "./operator/records.js";
 import { fireDueSchedules } from "./schedules/fire-ticks.js";
 import { newestByName, scheduleFiring } from "./schedules/schedule-loop.js";
@@ -40,6 +42,8 @@ import type { ScheduleOptions } from "./schedules/schedule-options.js";
 import type { ScheduleRecord } from "./schedules/schedule-record.js";
 import { ScheduleRegistry } from "./schedules/schedule-registry.js";
 import { scheduleVerbs } from "./schedules/schedule-service.js";
+import type { ListScheduleTicksOptions, ScheduleTicks } from "./schedules/schedule-ticks.js";
+import { listScheduleTicks } from "./schedules/schedule-ticks.js";
 import { cronOf } from "./schedules/ticks.js";
 import type { SignalOptions } from "./signal-delivery/deliver-signal.js";
 import { signalRun } from "./signal-delivery/deliver-signal.js";
@@ -48,7 +52,7 @@ import type { WaitOptions } from "./signal-delivery/wait-for-completion.js";
 import { waitForCompletion } from "./signal-delivery/wait-for-completion.js";
 
 /** An idempo engine bound to one database; see {@link createEngine}. */
-export interface Engine extends AdminApi, OperatorVerbs {
+export interface Engine extends AdminApi, OperatorVerbs, OverviewApi {
   /**
    * Run `workflow` once for `(tenantId, key)`: claim the key and execute, or
    * replay the stored response, or take over an expired lease and resume
@@ -316,6 +320,22 @@ export interface Engine extends AdminApi, OperatorVerbs {
    * @throws InvalidOptionError (500) a name that no schedule can have.
    */
   resumeSchedule(name: string): Promise<ScheduleRecord | null>;
+  /**
+   * Every stored schedule by name with its next ticks (from `nextTickAt`,
+   * computed from the cron expression as the workers fire them; none while
+   * paused) and its last ticks, newest first, each with the run it started
+   * as that run stands now (`run: null` for a tick that started none:
+   * missed and not caught up, paused, or its input refused). The runs are
+   * found by their keys, one primary-key probe each.
+   * @example
+   * ```ts
+   * for (const { schedule, next, last } of await engine.listScheduleTicks({ next: 3, last: 5 })) {
+   *   console.log(schedule.name, next.map((d) => d.toISOString()), last.map((t) => t.run?.status ?? 'no run'))
+   * }
+   * ```
+   * @throws InvalidOptionError (500) an unknown option, or `next` outside 0-1000 or `last` outside 0-100.
+   */
+  listScheduleTicks(options?: ListScheduleTicksOptions): Promise<ScheduleTicks[]>;
 }
 
 /**
@@ -337,6 +357,7 @@ export function createEngine<DB>(options: EngineOptions<DB>): Engine {
   const schedules = new ScheduleRegistry();
   const entryPoints: Omit<Engine, "runOnce" | "startRelay" | "startWorker" | "migrate"> = {
     ...adminApi(db, tables),
+    ...overviewApi(db, tables),
     ...operatorVerbs(db, tables, ctx.maxPayloadBytes),
     resumeStale: (opts) => resumeStale(ctx, opts),
     sweep: (opts) => sweep(ctx, opts),
@@ -347,6 +368,7 @@ export function createEngine<DB>(options: EngineOptions<DB>): Engine {
     inspect: (tenantId, key) => inspect(db, tables, tenantId, key),
     listKeys: (opts) => listKeys(db, tables, opts),
     ...scheduleVerbs(ctx, schedules),
+    listScheduleTicks: (opts) => listScheduleTicks(db, tables, opts),
   };
   const engine: Engine = {
     // Every entry point names engine.migrate() on a schema that was never migrated, as runOnce does.

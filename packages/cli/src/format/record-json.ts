@@ -78,8 +78,10 @@ export function keyJson(record: RunRecord, now: Date, facts: SuspensionFacts = {
 
 /** One history entry with its duration. */
 interface HistoryJson {
-  kind: "phase" | "step" | "sleep" | "wait";
+  kind: HistoryEntry["kind"];
   name: string;
+  /** The branch of a `branch` entry (`name` is its parallel item); `null` for other kinds. */
+  branch: string | null;
   attempt: number;
   outcome: string;
   derivedKey: string | null;
@@ -96,6 +98,7 @@ function historyJson(entry: HistoryEntry): HistoryJson {
   return {
     kind: entry.kind,
     name: entry.name,
+    branch: entry.branch,
     attempt: entry.attempt,
     outcome: entry.outcome,
     derivedKey: entry.derivedKey,

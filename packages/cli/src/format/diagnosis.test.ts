@@ -9,6 +9,7 @@ function entry(over: Partial<HistoryEntry>): HistoryEntry {
   return {
     kind: "phase",
     name: "create_order",
+    branch: null,
     attempt: 1,
     derivedKey: null,
     outcome: "succeeded",

@@ -10,6 +10,7 @@ it("a discarded signal shows as such, with the schema's issues, and the wait it 
     {
       kind: "wait",
       name: "three_ds",
+      branch: null,
       attempt: 1,
       derivedKey: null,
       outcome: "discarded",
@@ -21,6 +22,7 @@ it("a discarded signal shows as such, with the schema's issues, and the wait it 
     {
       kind: "wait",
       name: "three_ds",
+      branch: null,
       attempt: 1,
       derivedKey: null,
       outcome: "started",

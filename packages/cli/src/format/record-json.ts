@@ -181,8 +181,10 @@ export interface KeyDetailJson extends KeyJson {
   definition: string[];
   /** Where the run stopped, in words. */
   stoppedAt: string;
-  /** A started step whose result was never recorded (its call may have gone through). */
+  /** A started step whose result was never recorded (its call may have gone through); for a parallel branch, its item. */
   inDoubtStep: string | null;
+  /** The branch in doubt when `inDoubtStep` is a parallel item; `null` otherwise. */
+  inDoubtBranch: string | null;
 
   retry: RetryJson;
   history: HistoryJson[];
@@ -209,6 +211,7 @@ export function keyDetailJson(
     definition: [...record.definition],
     stoppedAt: diagnosis.stoppedAt,
     inDoubtStep: diagnosis.inDoubt?.name ?? null,
+    inDoubtBranch: diagnosis.inDoubt?.branch ?? null,
 
     retry: retryJson(diagnosis.retry),
     history: (record.history ?? []).map(historyJson),

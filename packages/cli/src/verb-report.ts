@@ -6,11 +6,11 @@
  */
 import type { RunRecord } from "@idempo/core";
 import { describeRetry, diagnose } from "./format/diagnosis.js";
-import type { Item } from "./format/run-items.js";
-import { callInDoubt, definitionItems } from "./format/run-items.js";
 import { formatLease } from "./format/duration.js";
 import type { KeyDetailJson } from "./format/record-json.js";
 import { keyDetailJson } from "./format/record-json.js";
+import type { Item } from "./format/run-items.js";
+import { callInDoubt, definitionItems } from "./format/run-items.js";
 import { TABLE_WIDTH } from "./format/table.js";
 import { wrap } from "./format/wrap.js";
 import type { Io } from "./io.js";

@@ -97,11 +97,17 @@ describe("the console's timeline and a parallel item", () => {
     const record = await createEngine({ db: clone.db }).inspect("t-par", "done");
     if (!record || record.status === "expired") throw new Error("seeded run missing");
     const page = String(await runPage(record, new Date(), false));
-    const branches = [...page.matchAll(/<g data-entry="branch:notify:1" data-outcome="succeeded" data-branch="(\w+)">\s*<text x="16"[^>]*>([^<]*)</g)];
+    const branches = [
+      ...page.matchAll(
+        /<g data-entry="branch:notify:1" data-outcome="succeeded" data-branch="(\w+)">\s*<text x="16"[^>]*>([^<]*)</g,
+      ),
+    ];
     expect(branches.map((m) => [m[1], m[2]]).sort()).toEqual([
       ["email", "↳ notify › email · attempt 1"],
       ["sms", "↳ notify › sms · attempt 1"],
     ]);
-    expect(page).toMatch(/<g data-entry="parallel:notify:1" data-outcome="succeeded">\s*<text x="0"[^>]*>parallel notify · attempt 1</);
+    expect(page).toMatch(
+      /<g data-entry="parallel:notify:1" data-outcome="succeeded">\s*<text x="0"[^>]*>parallel notify · attempt 1</,
+    );
   });
 });

@@ -18,7 +18,9 @@ const t = useTestDatabase({ pool: 10 });
 class Calls {
   readonly keys: Record<string, string[]> = {};
   note(branch: string, key: string): void {
-    (this.keys[branch] ??= []).push(key);
+    const keys = this.keys[branch] ?? [];
+    keys.push(key);
+    this.keys[branch] = keys;
   }
   count(branch: string): number {
     return this.keys[branch]?.length ?? 0;
@@ -35,6 +37,7 @@ describe("parallel: crashes and takeovers", () => {
     const engine = createEngine({ db: t.db });
     const calls = new Calls();
     const cFirst = latch("the first call of c returns");
+    const cCalled = latch("the first call of c began");
     onTestFinished(() => cFirst.open());
     const wf = workflow("par_crash")
       .parallel("fan", (p) =>
@@ -49,21 +52,30 @@ describe("parallel: crashes and takeovers", () => {
           })
           .step("c", async ({ idempotencyKey, attempt, signal }) => {
             calls.note("c", idempotencyKey);
+            if (attempt === 1) cCalled.open();
             // The first attempt's call is still under way when its process dies.
-            if (attempt === 1) await Promise.race([cFirst.wait(), new Promise((r) => signal.addEventListener("abort", r))]);
+            if (attempt === 1)
+              await Promise.race([cFirst.wait(), new Promise((r) => signal.addEventListener("abort", r))]);
             return { c: attempt };
           }),
       )
       .respond(({ state }) => ({ status: 200, body: state.fan }));
     let recorded = 0;
-    hooked(engine, (point, run) => {
-      if (run.attempt === 1 && (point === "after:branch:fan/a" || point === "after:branch:fan/b") && ++recorded === 2) {
-        throw new CrashSignal(point);
-      }
+    hooked(engine, async (point, run) => {
+      if (run.attempt !== 1 || (point !== "after:branch:fan/a" && point !== "after:branch:fan/b")) return;
+      if (++recorded < 2) return;
+      // a and b are recorded, c has been called: the process dies now.
+      await cCalled.wait();
+      throw new CrashSignal(point);
     });
     await expect(engine.runOnce(wf, { tenantId: "pc", key: "k1", input: {} })).rejects.toBeInstanceOf(CrashSignal);
     const crashed = await engine.inspect("pc", "k1");
-    expect(crashed?.history?.filter((h) => h.outcome === "succeeded").map((h) => h.branch).sort()).toEqual(["a", "b"]);
+    expect(
+      crashed?.history
+        ?.filter((h) => h.outcome === "succeeded")
+        .map((h) => h.branch)
+        .sort(),
+    ).toEqual(["a", "b"]);
     await engine.release("pc", "k1");
     const res = await engine.runOnce(wf, { tenantId: "pc", key: "k1", input: {} });
     expect(res.body).toEqual({ a: { a: 1 }, b: { b: 2 }, c: { c: 2 } });
@@ -132,6 +144,12 @@ describe("parallel: crashes and takeovers", () => {
     setHeartbeatSilenced(zombieEngine, true);
     const calls = new Calls();
     const zombieC = latch("the zombie's call of c returns");
+    const zombieCalledC = latch("the zombie called c");
+    const recorded = { a: latch("the zombie recorded a"), b: latch("the zombie recorded b") };
+    hooked(zombieEngine, (point) => {
+      if (point === "after:branch:fan/a") recorded.a.open();
+      if (point === "after:branch:fan/b") recorded.b.open();
+    });
     onTestFinished(() => zombieC.open());
     const wf = workflow("par_takeover")
       .parallel("fan", (p) =>
@@ -146,6 +164,7 @@ describe("parallel: crashes and takeovers", () => {
           })
           .step("c", async ({ idempotencyKey, attempt }) => {
             calls.note("c", idempotencyKey);
+            if (attempt === 1) zombieCalledC.open();
             if (attempt === 1) await zombieC.wait(); // ignores its signal, as slow code does
             return `c from attempt ${attempt}`;
           }),
@@ -153,6 +172,7 @@ describe("parallel: crashes and takeovers", () => {
       .respond(({ state }) => ({ status: 200, body: state.fan }));
     const zombie = zombieEngine.runOnce(wf, { tenantId: "pt", key: "k1", input: {} });
     const zombieSettled = zombie.catch((e: unknown) => e);
+    await Promise.all([recorded.a.wait(), recorded.b.wait(), zombieCalledC.wait()]);
     await waitForLeaseExpiry(successor, "pt", "k1", 20_000);
     const res = await successor.runOnce(wf, { tenantId: "pt", key: "k1", input: {} });
     expect(res.body).toEqual({ a: "a", b: "b", c: "c from attempt 2" });

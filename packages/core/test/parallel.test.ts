@@ -19,21 +19,26 @@ describe("parallel: branches", () => {
     const engine = createEngine({ db: t.db });
     const all = meeting("all three branches", 3);
     const keys: Record<string, string> = {};
-    const branch = (name: string) => async ({ idempotencyKey }: { idempotencyKey: string }) => {
-      keys[name] = idempotencyKey;
-      await all.arrive();
-      return { sent: name };
-    };
+    const branch =
+      (name: string) =>
+      async ({ idempotencyKey }: { idempotencyKey: string }) => {
+        keys[name] = idempotencyKey;
+        await all.arrive();
+        return { sent: name };
+      };
     const wf = workflow("par_overlap")
       .phase("order", () => ({ orderId: "o-1" }))
-      .parallel("notify", (p) => p.step("email", branch("email")).step("sms", branch("sms")).step("push", branch("push")))
+      .parallel("notify", (p) =>
+        p.step("email", branch("email")).step("sms", branch("sms")).step("push", branch("push")),
+      )
       .respond(({ state }) => ({ status: 200, body: state }));
     const res = await engine.runOnce(wf, { tenantId: "po", key: "k1", input: {} });
     expect(res.body).toEqual({
       orderId: "o-1",
       notify: { email: { sent: "email" }, sms: { sent: "sms" }, push: { sent: "push" } },
     });
-    for (const b of ["email", "sms", "push"]) expect(keys[b]).toBe(deriveStepKey("po", "k1", "par_overlap", "notify", b));
+    for (const b of ["email", "sms", "push"])
+      expect(keys[b]).toBe(deriveStepKey("po", "k1", "par_overlap", "notify", b));
     expect(new Set(Object.values(keys)).size).toBe(3);
     const rec = await engine.inspect("po", "k1");
     const entries = (rec?.history ?? []).map((h) => [h.kind, h.name, h.branch, h.outcome, h.derivedKey]);

@@ -251,7 +251,9 @@ export async function crashAtEveryBoundary<In, B>(
       c.branch === undefined ? `step '${c.step}'` : `branch '${c.branch}' of parallel '${c.step}'`;
     for (const c of calls) {
       const mine = (h: { kind: string; name: string; branch: string | null }) =>
-        c.branch === undefined ? h.kind === "step" && h.name === c.step : h.kind === "branch" && h.name === c.step && h.branch === c.branch;
+        c.branch === undefined
+          ? h.kind === "step" && h.name === c.step
+          : h.kind === "branch" && h.name === c.step && h.branch === c.branch;
       const keys = [...new Set((record?.history ?? []).filter(mine).map((h) => h.derivedKey))].map(String);
       derivedKeys[c.label] = keys;
       const want = wanted(c);

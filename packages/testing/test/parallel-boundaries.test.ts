@@ -21,7 +21,10 @@ function makeOrder(payments: FakeProvider, stock: FakeProvider, reserveKey: "der
   return workflow<Shop>("parallel_order")
     .phase("create_order", async ({ tx, tenantId }) => {
       const orderId = `o_${randomUUID()}`;
-      await tx.insertInto("orders").values({ id: orderId, tenant_id: tenantId, cart_id: "c", amount_cents: 1 }).execute();
+      await tx
+        .insertInto("orders")
+        .values({ id: orderId, tenant_id: tenantId, cart_id: "c", amount_cents: 1 })
+        .execute();
       return { orderId };
     })
     .parallel("settle", (p) =>
@@ -37,7 +40,11 @@ function makeOrder(payments: FakeProvider, stock: FakeProvider, reserveKey: "der
         })),
     )
     .phase("mark_paid", async ({ tx, state }) => {
-      await tx.updateTable("orders").set({ charge_id: state.settle.charge.chargeId }).where("id", "=", state.orderId).execute();
+      await tx
+        .updateTable("orders")
+        .set({ charge_id: state.settle.charge.chargeId })
+        .where("id", "=", state.orderId)
+        .execute();
       return {};
     })
     .respond(({ state }) => ({ status: 201, body: { orderId: state.orderId, settle: state.settle } }));

@@ -191,7 +191,9 @@ describe("diagnosis: parallel items", () => {
     const d = diagnose(crashed, now);
     expect(d.next).toEqual({ kind: "parallel", name: "notify", branches: ["email", "sms"] });
     expect(d.inDoubt?.branch).toBe("sms");
-    expect(d.stoppedAt).toBe("at recovery point create_order, in branch sms of parallel notify (started, result unknown)");
+    expect(d.stoppedAt).toBe(
+      "at recovery point create_order, in branch sms of parallel notify (started, result unknown)",
+    );
     expect(describeRetry(crashed, d)).toBe(
       "take over as attempt 2 and resume after create_order: call branch sms of parallel notify again with the same " +
         "derived key idem_sms (its first call may have gone through; the provider deduplicates on that key)",

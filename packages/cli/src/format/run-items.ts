@@ -45,5 +45,7 @@ export function callInDoubt(history: readonly HistoryEntry[]): HistoryEntry | nu
 
 /** `step charge`, or `branch email of parallel notify`, for a history entry of a call. */
 export function callLabel(entry: HistoryEntry): string {
-  return entry.kind === "branch" ? `branch ${entry.branch ?? "?"} of parallel ${entry.name}` : `${entry.kind} ${entry.name}`;
+  return entry.kind === "branch"
+    ? `branch ${entry.branch ?? "?"} of parallel ${entry.name}`
+    : `${entry.kind} ${entry.name}`;
 }

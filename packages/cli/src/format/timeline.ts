@@ -68,9 +68,10 @@ function lanesNote(name: string, calls: readonly HistoryEntry[], now: Date, live
     const bar = Array.from({ length: LANE }, (_, i) => (i < from || i > to ? "·" : stop === null ? "░" : "█")).join("");
     return `  ${visible(h.branch ?? "?").padEnd(width)}  attempt ${h.attempt}  ${bar}  ${h.outcome}`;
   });
-  return [paint("dim", `branches of ${visible(name)} side by side (${formatDuration(t1 - t0)} in all):`), ...lanes].join(
-    "\n",
-  );
+  return [
+    paint("dim", `branches of ${visible(name)} side by side (${formatDuration(t1 - t0)} in all):`),
+    ...lanes,
+  ].join("\n");
 }
 
 /**

@@ -246,7 +246,8 @@ export class WorkflowBuilder<DB, In, I, S> {
     const where = `workflow '${this.#name}', parallel '${name}'`;
     checkOptions(where, PARALLEL_OPTIONS, options);
     intOption(where, "concurrency", options.concurrency, 1, 1_000);
-    if (typeof build !== "function") throw new WorkflowDefinitionError(`${where} needs a function declaring its branches`);
+    if (typeof build !== "function")
+      throw new WorkflowDefinitionError(`${where} needs a function declaring its branches`);
     const built = build(new ParallelBuilder<I, S, Record<never, never>>(where)) as unknown;
     if (!(built instanceof ParallelBuilder) || built.branches.length === 0) {
       throw new WorkflowDefinitionError(
@@ -254,7 +255,9 @@ export class WorkflowBuilder<DB, In, I, S> {
       );
     }
     const branches = (built as ParallelBuilder<I, S, R>).branches;
-    return this.#add(Object.freeze({ kind: "parallel", name, branches, options: Object.freeze({ ...options }) }) as Item);
+    return this.#add(
+      Object.freeze({ kind: "parallel", name, branches, options: Object.freeze({ ...options }) }) as Item,
+    );
   }
 
   /**

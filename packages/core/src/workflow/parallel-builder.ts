@@ -57,7 +57,9 @@ export class ParallelBuilder<I, S, R> {
     if (typeof fn !== "function") throw new WorkflowDefinitionError(`${where} needs a function`);
     checkStepOptions(where, options);
     if (this.#branches.some((b) => b.name === name)) {
-      throw new WorkflowDefinitionError(`${this.#where} already has a branch named '${name}'; branch names must be unique`);
+      throw new WorkflowDefinitionError(
+        `${this.#where} already has a branch named '${name}'; branch names must be unique`,
+      );
     }
     const branch: Branch = Object.freeze({
       name,

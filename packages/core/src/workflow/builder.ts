@@ -1,7 +1,7 @@
 import type { z } from "zod";
 import { WorkflowDefinitionError } from "../errors.js";
 import type { JsonValue } from "../json/json-value.js";
-import { PARALLEL_OPTIONS, WAIT_FOR_OPTIONS } from "../options/known-options.js";
+import { WAIT_FOR_OPTIONS } from "../options/known-options.js";
 import { MAX_STORED_MS } from "../options/limits.js";
 import { intOption } from "../options/option-checks.js";
 import { checkOptions } from "../options/option-shape.js";
@@ -18,7 +18,8 @@ import type {
 } from "./definition.js";
 import { outlineEntry, outlineHash } from "./definition.js";
 import { checkName, checkStepOptions } from "./item-checks.js";
-import { ParallelBuilder } from "./parallel-builder.js";
+import type { ParallelBuilder } from "./parallel-builder.js";
+import { parallelItem } from "./parallel-builder.js";
 import type { Versioning } from "./versions.js";
 import { checkVersion, olderVersions, UNVERSIONED } from "./versions.js";
 
@@ -243,21 +244,7 @@ export class WorkflowBuilder<DB, In, I, S> {
     options: ParallelOptions = {},
   ): WorkflowBuilder<DB, In, I, Merge<S, { [K in N]: R }>> {
     checkName("parallel", name);
-    const where = `workflow '${this.#name}', parallel '${name}'`;
-    checkOptions(where, PARALLEL_OPTIONS, options);
-    intOption(where, "concurrency", options.concurrency, 1, 1_000);
-    if (typeof build !== "function")
-      throw new WorkflowDefinitionError(`${where} needs a function declaring its branches`);
-    const built = build(new ParallelBuilder<I, S, Record<never, never>>(where)) as unknown;
-    if (!(built instanceof ParallelBuilder) || built.branches.length === 0) {
-      throw new WorkflowDefinitionError(
-        `${where}: the function must return its branches, (p) => p.step('a', fn).step('b', fn), with at least one step`,
-      );
-    }
-    const branches = (built as ParallelBuilder<I, S, R>).branches;
-    return this.#add(
-      Object.freeze({ kind: "parallel", name, branches, options: Object.freeze({ ...options }) }) as Item,
-    );
+    return this.#add(parallelItem(`workflow '${this.#name}', parallel '${name}'`, name, build, options));
   }
 
   /**

@@ -1,7 +1,10 @@
 /** The branches of a `.parallel` item, declared with their own immutable builder. */
 import { WorkflowDefinitionError } from "../errors.js";
+import { PARALLEL_OPTIONS } from "../options/known-options.js";
+import { intOption } from "../options/option-checks.js";
+import { checkOptions } from "../options/option-shape.js";
 import type { StepContext } from "./context.js";
-import type { Branch, StepOptions } from "./definition.js";
+import type { Branch, Item, ParallelOptions, StepOptions } from "./definition.js";
 import { checkName, checkStepOptions } from "./item-checks.js";
 
 type Simplify<T> = { [K in keyof T]: T[K] } & {};
@@ -73,4 +76,30 @@ export class ParallelBuilder<I, S, R> {
   get branches(): readonly Branch[] {
     return this.#branches;
   }
+}
+
+/**
+ * The item `.parallel(name, build, options)` adds, its options and the
+ * branches `build` declares checked (`where` names it in errors).
+ *
+ * @throws WorkflowDefinitionError when `build` is not a function or declares no branch.
+ * @throws InvalidOptionError on an unknown option or a `concurrency` out of 1-1 000.
+ */
+export function parallelItem<I, S, R>(
+  where: string,
+  name: string,
+  build: (p: ParallelBuilder<I, S, Record<never, never>>) => ParallelBuilder<I, S, R>,
+  options: ParallelOptions,
+): Item {
+  checkOptions(where, PARALLEL_OPTIONS, options);
+  intOption(where, "concurrency", options.concurrency, 1, 1_000);
+  if (typeof build !== "function")
+    throw new WorkflowDefinitionError(`${where} needs a function declaring its branches`);
+  const built = build(new ParallelBuilder<I, S, Record<never, never>>(where)) as unknown;
+  if (!(built instanceof ParallelBuilder) || built.branches.length === 0) {
+    throw new WorkflowDefinitionError(
+      `${where}: the function must return its branches, (p) => p.step('a', fn).step('b', fn), with at least one step`,
+    );
+  }
+  return Object.freeze({ kind: "parallel", name, branches: built.branches, options: Object.freeze({ ...options }) });
 }

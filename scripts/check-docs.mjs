@@ -63,11 +63,13 @@ const EXAMPLES = {
     "listScheduleTicks",
   ],
   "packages/core/src/runtime/operator/overview.ts": ["overview"],
+  "packages/core/src/workflow/workflow.ts": ["workflow"],
+  "packages/core/src/workflow/parallel-builder.ts": ["step"],
   "packages/core/src/workflow/builder.ts": [
-    "workflow",
     "input",
     "phase",
     "step",
+    "parallel",
     "sleep",
     "waitFor",
     "accepted",
@@ -99,6 +101,8 @@ declare const checkout: Workflow<{ cartId: string; amountCents: number }, { orde
 declare const payments: {
   charge(amountCents: number, options: { idempotencyKey: string; signal: AbortSignal }): Promise<{ id: string }>;
 };
+declare const mailer: { send(message: { orderId?: string; idempotencyKey: string; signal?: AbortSignal }): Promise<{ id: string }> };
+declare const sms: { send(message: { orderId?: string; idempotencyKey: string }): Promise<{ id: string }> };
 `;
 
 /**

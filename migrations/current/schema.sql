@@ -20,7 +20,7 @@
 
 -- ===========================================================================
 -- The key record and its history (0001; columns added by 0003, 0005-0007,
--- 0010-0012, in the order the migrations added them)
+-- 0010-0013, 0019, in the order the migrations added them)
 -- ===========================================================================
 
 -- One row per tenant and idempotency key. Every table and index leads with
@@ -100,7 +100,8 @@ CREATE TABLE runs (
   CONSTRAINT runs_wait_kind_check CHECK (wait_kind IN ('sleep', 'signal'))
 );
 
--- One entry per phase, step call, sleep and wait of each attempt.
+-- One entry per phase, step call, sleep and wait of each attempt, and per
+-- parallel item and branch call (0019).
 CREATE TABLE run_history (
   tenant_id    text        NOT NULL,
   key          text        NOT NULL,
@@ -120,8 +121,13 @@ CREATE TABLE run_history (
   -- Every call of a step retried in process, as [{ error, durationMs }],
   -- oldest first; NULL for a single call, phases, sleeps and waits.
   tries        json,
+  -- The branch of a 'branch' entry (its item is the entry's name); NULL for every other kind.
+  branch       text,
+  -- A branch's result as JSON text, from its return until its item commits or the run is rewound.
+  result       json,
   CONSTRAINT run_history_pkey PRIMARY KEY (tenant_id, key, entry_id),
-  CONSTRAINT run_history_kind_check CHECK (kind IN ('phase', 'step', 'sleep', 'wait')),
+  CONSTRAINT run_history_kind_check
+    CHECK (kind IN ('phase', 'step', 'sleep', 'wait', 'parallel', 'branch')),
   CONSTRAINT run_history_outcome_check
     CHECK (outcome IN ('started', 'interrupted', 'succeeded', 'failed', 'reconciled', 'discarded'))
 );
@@ -513,8 +519,8 @@ END
 $$;
 
 -- ---------------------------------------------------------------------------
--- Progress: phase commit, step start and result, completion, renewal (0008,
--- 0013, 0014)
+-- Progress: phase commit, step start and result, parallel branches,
+-- completion, renewal (0008, 0013, 0014, 0019)
 -- ---------------------------------------------------------------------------
 
 -- A commit's write of the run (0014): the recovery point, the state and the
@@ -616,6 +622,89 @@ CREATE OR REPLACE FUNCTION record_step_result(
 BEGIN
   RETURN record_step_result(p_tenant_id, p_key, p_owner_token, p_entry_id, p_step_outcome, p_name,
                             p_state, p_lease_ms, p_outcome, p_response_status, p_response_body, NULL::json);
+END
+$$;
+
+-- A branch about to be called (0019), as record_step_started is for a step: earlier
+-- attempts' open entries of the same branch become 'interrupted', and a
+-- 'started' entry is written, only while the attempt owns the key. Returns
+-- owned = 0 when it does not, and how many entries the branch has in this run.
+CREATE OR REPLACE FUNCTION record_branch_started(
+  p_tenant_id text, p_key text, p_owner_token text, p_run_id text, p_entry_id text, p_name text, p_branch text,
+  p_attempt integer, p_derived_key text
+) RETURNS TABLE (owned integer, prior_starts integer) LANGUAGE plpgsql SET search_path FROM CURRENT AS $$
+BEGIN
+  RETURN QUERY
+  WITH owner AS (
+    SELECT 1 FROM runs
+    WHERE tenant_id = p_tenant_id AND key = p_key AND owner_token = p_owner_token AND status = 'in_flight'
+  ), prior AS (
+    SELECT count(*)::int AS n FROM run_history
+    WHERE tenant_id = p_tenant_id AND key = p_key AND run_id = p_run_id
+      AND kind = 'branch' AND name = p_name AND branch = p_branch
+  ), interrupted AS (
+    UPDATE run_history SET outcome = 'interrupted', finished_at = clock_timestamp()
+    WHERE tenant_id = p_tenant_id AND key = p_key AND run_id = p_run_id
+      AND kind = 'branch' AND name = p_name AND branch = p_branch AND outcome = 'started'
+      AND EXISTS (SELECT 1 FROM owner)
+  ), started AS (
+    INSERT INTO run_history (tenant_id, key, run_id, entry_id, kind, name, branch, attempt, derived_key, outcome, started_at)
+    SELECT p_tenant_id, p_key, p_run_id, p_entry_id, 'branch', p_name, p_branch, p_attempt,
+           p_derived_key, 'started', clock_timestamp()
+    FROM owner
+    RETURNING 1
+  )
+  SELECT (SELECT count(*) FROM started)::int, (SELECT n FROM prior);
+END
+$$;
+
+-- A branch's result (0019): its entry closed with the result and its tries, while
+-- the attempt owns the key. The lease is extended by the same UPDATE of the
+-- run, whose row lock orders the write against a takeover: a zombie records
+-- nothing once another attempt holds the key.
+CREATE OR REPLACE FUNCTION record_branch_result(
+  p_tenant_id text, p_key text, p_owner_token text, p_entry_id text, p_branch_outcome text, p_result json,
+  p_lease_ms float8, p_tries json
+) RETURNS boolean LANGUAGE plpgsql SET search_path FROM CURRENT AS $$
+BEGIN
+  UPDATE runs SET locked_until = clock_timestamp() + p_lease_ms * interval '1 millisecond', updated_at = clock_timestamp()
+  WHERE tenant_id = p_tenant_id AND key = p_key AND owner_token = p_owner_token AND status = 'in_flight';
+  IF NOT FOUND THEN
+    RETURN false;
+  END IF;
+  UPDATE run_history
+  SET outcome = p_branch_outcome, finished_at = clock_timestamp(), tries = p_tries, result = p_result
+  WHERE tenant_id = p_tenant_id AND key = p_key AND entry_id = p_entry_id;
+  RETURN true;
+END
+$$;
+
+-- A parallel item done (0019): the run advanced past it (or completed) with the
+-- branches' results in its state, the item's entry written (from the first
+-- start of the branches it keeps), and the kept results dropped from the
+-- branch entries, which the state now holds.
+CREATE OR REPLACE FUNCTION commit_parallel(
+  p_tenant_id text, p_key text, p_owner_token text, p_run_id text, p_entry_id text, p_name text,
+  p_attempt integer, p_state json, p_lease_ms float8,
+  p_outcome text, p_response_status integer, p_response_body json
+) RETURNS boolean LANGUAGE plpgsql SET search_path FROM CURRENT AS $$
+DECLARE
+  v_started timestamptz;
+BEGIN
+  IF NOT advance_run(p_tenant_id, p_key, p_owner_token, p_name, p_state, p_lease_ms,
+                     p_outcome, p_response_status, p_response_body) THEN
+    RETURN false;
+  END IF;
+  SELECT min(started_at) INTO v_started FROM run_history
+  WHERE tenant_id = p_tenant_id AND key = p_key AND run_id = p_run_id
+    AND kind = 'branch' AND name = p_name AND result IS NOT NULL;
+  INSERT INTO run_history (tenant_id, key, run_id, entry_id, kind, name, attempt, outcome, started_at, finished_at)
+  VALUES (p_tenant_id, p_key, p_run_id, p_entry_id, 'parallel', p_name, p_attempt, 'succeeded',
+          COALESCE(v_started, now()), clock_timestamp());
+  UPDATE run_history SET result = NULL
+  WHERE tenant_id = p_tenant_id AND key = p_key AND run_id = p_run_id
+    AND kind = 'branch' AND name = p_name AND result IS NOT NULL;
+  RETURN true;
 END
 $$;
 

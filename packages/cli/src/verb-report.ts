@@ -5,11 +5,12 @@
  * the record the verb returned. `--json` prints the same as one object.
  */
 import type { RunRecord } from "@idempo/core";
-import type { Item } from "./format/diagnosis.js";
-import { definitionItems, describeRetry, diagnose } from "./format/diagnosis.js";
+import { describeRetry, diagnose } from "./format/diagnosis.js";
 import { formatLease } from "./format/duration.js";
 import type { KeyDetailJson } from "./format/record-json.js";
 import { keyDetailJson } from "./format/record-json.js";
+import type { Item } from "./format/run-items.js";
+import { callInDoubt, definitionItems } from "./format/run-items.js";
 import { TABLE_WIDTH } from "./format/table.js";
 import { wrap } from "./format/wrap.js";
 import type { Io } from "./io.js";
@@ -42,15 +43,16 @@ export function liveOwner(record: RunRecord): string {
 
 /**
  * The items a run has committed (up to its recovery point), plus a step
- * that started without a recorded result: what starting over would do again.
+ * (or a parallel item whose branch) started without a recorded result:
+ * what starting over would do again.
  */
 export function committedItems(record: RunRecord): Item[] {
   const items = definitionItems(record);
   const at = record.recoveryPoint === null ? -1 : items.findIndex((i) => i.name === record.recoveryPoint);
   const done = items.slice(0, at + 1);
-  const open = record.history?.at(-1);
-  if (open?.kind === "step" && open.outcome === "started" && !done.some((i) => i.name === open.name)) {
-    done.push({ kind: "step", name: open.name });
+  const open = callInDoubt(record.history ?? []);
+  if (open && !done.some((i) => i.name === open.name)) {
+    done.push({ kind: open.kind === "branch" ? "parallel" : "step", name: open.name });
   }
   return done;
 }

@@ -34,7 +34,7 @@ describe("public exports", () => {
     ]);
   });
 
-  it("@idempo/core/internal exports only the fault-injection hooks, the CLI's one-shot resume of due runs, the test clock's access and the shared options check", () => {
+  it("@idempo/core/internal exports only the fault-injection hooks, the CLI's one-shot resume of due runs, the test clock's access, the shared options check and the outline reader", () => {
     expect(Object.keys(internal).sort()).toEqual([
       "ANY",
       "ARRAY",
@@ -49,6 +49,7 @@ describe("public exports", () => {
       "describeValue",
       "optionKind",
       "optionShape",
+      "outlineItem",
       "resumeDue",
       "setFaultHook",
       "setHeartbeatSilenced",

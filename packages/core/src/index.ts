@@ -90,7 +90,6 @@ export type { SignalResult } from "./runtime/signal-delivery/signal-acceptance.j
 export type { WaitOptions } from "./runtime/signal-delivery/wait-for-completion.js";
 export type { LogFields, Logger } from "./telemetry/logger.js";
 export type { StateUpdate, WorkflowBuilder } from "./workflow/builder.js";
-export { workflow } from "./workflow/builder.js";
 export type {
   EnqueueOptions,
   Outbox,
@@ -103,6 +102,7 @@ export type {
   TimeoutContext,
 } from "./workflow/context.js";
 export type {
+  ParallelOptions,
   SleepDuration,
   StepOptions,
   UnknownErrorPolicy,
@@ -110,3 +110,5 @@ export type {
   Workflow,
   WorkflowOptions,
 } from "./workflow/definition.js";
+export type { BranchResult, ParallelBuilder } from "./workflow/parallel-builder.js";
+export { workflow } from "./workflow/workflow.js";

@@ -2,9 +2,10 @@
  * Fault injection for test tooling (`@idempo/testing` and idempo's own
  * suites), the one-shot resume of due runs that the `idempo` command uses,
 what the test clock of `@idempo/testing` reaches of an engine,
- * and the options check idempo's other packages share with the engine (so
+ * the options check idempo's other packages share with the engine (so
  * that `@idempo/http` and `@idempo/testing` refuse a misspelt option in the
- * same words). Not part of the supported API: import from
+ * same words), and the reading of a stored outline (the CLI's and the crash
+ * helpers' view of a run's items). Not part of the supported API: import from
  * `@idempo/core/internal`.
  */
 
@@ -29,3 +30,5 @@ export { clockAccessOf } from "./runtime/clock-access.js";
 export { CrashSignal } from "./runtime/execution/control-flow.js";
 export type { FaultHook, HookPoint } from "./runtime/execution/hooks.js";
 export { setFaultHook, setHeartbeatSilenced } from "./runtime/execution/hooks.js";
+export type { OutlineItem } from "./workflow/definition.js";
+export { outlineItem } from "./workflow/definition.js";

@@ -401,4 +401,50 @@ describe("PGlite: outbox keys and step tries", () => {
       await worker.stop();
     }
   });
+
+  it("a parallel item's branches overlap on the one connection; a crash after one recorded calls only the other again", async () => {
+    const engine = createEngine({ db, leaseMs: 30_000 });
+    let aCalls = 0;
+    let bCalls = 0;
+    let bothIn!: () => void;
+    const met = new Promise<void>((r) => {
+      bothIn = r;
+    });
+    let inside = 0;
+    const meet = async () => {
+      if (++inside === 2) bothIn();
+      await met;
+    };
+    const wf = workflow("pglite_parallel")
+      .parallel("fan", (p) =>
+        p
+          .step("a", async () => {
+            aCalls++;
+            if (aCalls === 1) await meet();
+            return { a: aCalls };
+          })
+          .step("b", async () => {
+            bCalls++;
+            if (bCalls === 1) await meet();
+            return { b: bCalls };
+          }),
+      )
+      .respond(({ state }) => ({ status: 200, body: state.fan }));
+    let aRecorded!: () => void;
+    const recordedA = new Promise<void>((r) => {
+      aRecorded = r;
+    });
+    setFaultHook(engine, async (point) => {
+      if (point === "after:branch:fan/a") aRecorded();
+      if (point !== "called:branch:fan/b") return;
+      await recordedA;
+      throw new CrashSignal(point);
+    });
+    await expect(engine.runOnce(wf, { tenantId: T, key: "par-1", input: {} })).rejects.toBeInstanceOf(CrashSignal);
+    setFaultHook(engine, undefined);
+    await engine.release(T, "par-1");
+    const res = await engine.runOnce(wf, { tenantId: T, key: "par-1", input: {} });
+    expect(res.body).toEqual({ a: { a: 1 }, b: { b: 2 } });
+    expect([aCalls, bCalls]).toEqual([1, 2]);
+  });
 });

@@ -3,7 +3,7 @@ import { isDeepStrictEqual } from "node:util";
 import type { Engine, RunResult, Workflow } from "@idempo/core";
 import { deriveStepKey, IdempotencyKeyInProgressError } from "@idempo/core";
 import { CrashSignal, checkOptions, FUNCTION, OBJECT, optionShape, STRING } from "@idempo/core/internal";
-import { boundariesOf, stepsOf } from "./boundaries.js";
+import { boundariesOf, keyedCallsOf } from "./boundaries.js";
 import { attachHook } from "./hook-registry.js";
 import type { BoundaryResult, CrashReport, EffectCount } from "./report.js";
 import { renderTable } from "./report.js";
@@ -99,9 +99,9 @@ const describe = (error: unknown): string =>
  *    after the run completed); its status must match the run without a crash;
  * 4. one more duplicate must replay the same body;
  * 5. each effect must have changed by exactly its `perRun`, and every
- *    attempt must have used one derived key per step, the one
- *    `deriveStepKey` gives; with `requests`, every request sent under a
- *    step's derived key must carry the same params.
+ *    attempt must have used one derived key per step (and per branch of a
+ *    `.parallel` item), the one `deriveStepKey` gives; with `requests`,
+ *    every request sent under a step's derived key must carry the same params.
  *
  * Runs are sequential on the one engine. It installs a fault hook on
  * `engine` for the duration (replacing one set with `setFaultHook`
@@ -130,7 +130,7 @@ export async function crashAtEveryBoundary<In, B>(
   checkOptions("crashAtEveryBoundary", OPTIONS, options);
   const wf = workflow as Workflow<unknown, unknown>;
   const points = boundariesOf(wf);
-  const steps = stepsOf(wf);
+  const calls = keyedCallsOf(wf);
   const tenantId = options.tenantId ?? "test";
   const keyPrefix = options.keyPrefix ?? `crash-${randomUUID().slice(0, 8)}-`;
   const effects = Object.entries(options.effects ?? {}).map(([name, e]) =>
@@ -246,28 +246,31 @@ export async function crashAtEveryBoundary<In, B>(
 
     const record = await engine.inspect(tenantId, key);
     const derivedKeys: Record<string, string[]> = {};
-    for (const step of steps) {
-      const keys = [
-        ...new Set(
-          (record?.history ?? []).filter((h) => h.kind === "step" && h.name === step).map((h) => h.derivedKey),
-        ),
-      ].map(String);
-      derivedKeys[step] = keys;
-      const want = deriveStepKey(tenantId, key, wf.name, step);
-      if (keys.length > 1) problems.push(`step '${step}' ran under ${keys.length} derived keys across attempts`);
+    const wanted = (c: (typeof calls)[number]) => deriveStepKey(tenantId, key, wf.name, c.step, c.branch);
+    const named = (c: (typeof calls)[number]) =>
+      c.branch === undefined ? `step '${c.step}'` : `branch '${c.branch}' of parallel '${c.step}'`;
+    for (const c of calls) {
+      const mine = (h: { kind: string; name: string; branch: string | null }) =>
+        c.branch === undefined
+          ? h.kind === "step" && h.name === c.step
+          : h.kind === "branch" && h.name === c.step && h.branch === c.branch;
+      const keys = [...new Set((record?.history ?? []).filter(mine).map((h) => h.derivedKey))].map(String);
+      derivedKeys[c.label] = keys;
+      const want = wanted(c);
+      if (keys.length > 1) problems.push(`${named(c)} ran under ${keys.length} derived keys across attempts`);
       else if (keys.length === 1 && keys[0] !== want) {
-        problems.push(`step '${step}' ran under derived key '${keys[0]}', not '${want}'`);
+        problems.push(`${named(c)} ran under derived key '${keys[0]}', not '${want}'`);
       }
     }
     if (options.requests) {
       const log = await Promise.resolve().then(options.requests);
-      for (const step of steps) {
-        const want = deriveStepKey(tenantId, key, wf.name, step);
+      for (const c of calls) {
+        const want = wanted(c);
         const sent = log.filter((r) => r.idempotencyKey === want).map((r) => r.params);
         const distinct = sent.filter((p, i) => sent.findIndex((q) => isDeepStrictEqual(p, q)) === i);
         if (distinct.length > 1) {
           problems.push(
-            `step '${step}' sent ${distinct.length} different params under one derived key across its calls: ` +
+            `${named(c)} sent ${distinct.length} different params under one derived key across its calls: ` +
               "build what a step sends from input and state only, never from the clock or randomness inside the step",
           );
         }
@@ -340,6 +343,10 @@ function effectProblem(name: string, actual: number, expected: number, point: st
   if (actual > expected && point.startsWith("called:step:")) {
     const step = point.slice("called:step:".length);
     return `${base}: step '${step}' was called again after the crash and the other system did not deduplicate; pass ctx.idempotencyKey to it (or give the step a reconcile)`;
+  }
+  if (actual > expected && point.startsWith("called:branch:")) {
+    const branch = point.slice("called:branch:".length);
+    return `${base}: branch '${branch}' was called again after the crash and the other system did not deduplicate; pass ctx.idempotencyKey to it (or give the branch a reconcile)`;
   }
   if (actual > expected) return `${base}: code outside a phase's transaction ran again on resume`;
   return `${base}: an effect was lost; is it written outside the phase's transaction?`;

@@ -32,14 +32,15 @@ export function attachHook(engine: Engine, hook: FaultHook): () => void {
   };
 }
 
-const POINT = /^(?:(?:before|after):(?:phase|step)|called:step):./s;
+const POINT = /^(?:(?:before|after):(?:phase|step)|called:step|(?:before|called|after):branch|after:parallel):./s;
 
 /** Throw a TypeError naming the accepted forms when `point` is not a boundary name. */
 export function checkPoint(point: unknown): asserts point is string {
   if (typeof point !== "string" || !POINT.test(point)) {
     throw new TypeError(
       `not a boundary: ${JSON.stringify(point)}; expected before:phase:<name>, after:phase:<name>, ` +
-        "before:step:<name>, called:step:<name> or after:step:<name>",
+        "before:step:<name>, called:step:<name>, after:step:<name>, before:branch:<item>/<branch>, " +
+        "called:branch:<item>/<branch>, after:branch:<item>/<branch> or after:parallel:<item>",
     );
   }
 }

@@ -36,7 +36,10 @@ export interface Pause {
  * `crashAtEveryBoundary`) may share one engine.
  *
  * @param point `before:phase:<name>`, `after:phase:<name>`, `before:step:<name>`,
- *   `called:step:<name>` or `after:step:<name>`; see `boundariesOf`.
+ *   `called:step:<name>`, `after:step:<name>`, for a branch of a parallel item
+ *   `before:branch:<item>/<branch>`, `called:branch:<item>/<branch>` or
+ *   `after:branch:<item>/<branch>` (only that branch is held; the others run on),
+ *   or `after:parallel:<item>`; see `boundariesOf`.
  * @throws TypeError when `point` is not one of those forms.
  * @throws InvalidOptionError when `filter` holds an unknown key or a value of the wrong type.
  *

@@ -29,9 +29,10 @@ export interface BoundaryResult {
   /** Every declared effect: expected and actual count for this one run. */
   readonly effects: Readonly<Record<string, EffectCount>>;
   /**
-   * Per step: the distinct derived keys the run recorded for it across all
-   * attempts. Exactly one, equal to `deriveStepKey(...)`, is correct; empty
-   * when the step did not run.
+   * Per step (and per branch of a parallel item, named `<item>/<branch>`):
+   * the distinct derived keys the run recorded for it across all attempts.
+   * Exactly one, equal to `deriveStepKey(...)`, is correct; empty when the
+   * step did not run.
    */
   readonly derivedKeys: Readonly<Record<string, readonly string[]>>;
   /** What went wrong, one sentence each, with a hint where one helps. Empty when passed. */

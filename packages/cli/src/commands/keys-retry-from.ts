@@ -3,7 +3,7 @@ import type { Command } from "commander";
 import { confirmChange } from "../confirm.js";
 import { withDatabase } from "../connection.js";
 import { OperationalError } from "../errors.js";
-import { definitionItems } from "../format/diagnosis.js";
+import { definitionItems } from "../format/run-items.js";
 import { runOf } from "../format/tombstone.js";
 import type { Io } from "../io.js";
 import { reportVerb } from "../verb-report.js";

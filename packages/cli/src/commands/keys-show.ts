@@ -6,10 +6,11 @@ import { deliveredSignals, factsOf } from "../delivered-signals.js";
 import { OperationalError } from "../errors.js";
 import type { Paint } from "../format/colour.js";
 import type { Diagnosis, SuspensionFacts } from "../format/diagnosis.js";
-import { definitionItems, describeRetry, diagnose } from "../format/diagnosis.js";
+import { describeRetry, diagnose } from "../format/diagnosis.js";
 import { formatDuration } from "../format/duration.js";
 import { leaseLabel, statusLabel, waitsForLabel } from "../format/key-table.js";
 import { keyDetailJson } from "../format/record-json.js";
+import { definitionItems } from "../format/run-items.js";
 import { signalCall } from "../format/signal-call.js";
 import { TABLE_WIDTH } from "../format/table.js";
 import { timelineTable } from "../format/timeline.js";
@@ -32,7 +33,10 @@ function field(paint: Paint, name: string, value: string): string {
   return `${wrap(value, TABLE_WIDTH, label, " ".repeat(17)).join("\n")}\n`;
 }
 
-/** The definition with the progress marked: done ✓, in doubt ?, next ›, suspended in … (a sleep or a wait). */
+/**
+ * The definition with the progress marked: done ✓, in doubt ?, next ›, suspended in … (a sleep or a wait);
+ * a parallel item with its branches, `parallel notify (email | sms)`.
+ */
 function outline(record: RunRecord, d: Diagnosis): string {
   const items = definitionItems(record);
   const doneUntil = record.recoveryPoint === null ? -1 : items.findIndex((i) => i.name === record.recoveryPoint);
@@ -48,7 +52,8 @@ function outline(record: RunRecord, d: Diagnosis): string {
               : d.next?.name === item.name
                 ? "›"
                 : " ";
-      return `${mark} ${item.kind} ${item.name}`;
+      const branches = item.branches ? ` (${item.branches.map(visible).join(" | ")})` : "";
+      return `${mark} ${item.kind} ${item.name}${branches}`;
     })
     .join("  ");
 }

@@ -2,7 +2,8 @@
  * A run's phases and steps drawn to scale as SVG: one row per history
  * entry, bars placed on one time axis from the first start to the last end
  * (or the database clock for an entry still running), so a long step or a
- * gap while the key waited for a takeover is visible at a glance.
+ * gap while the key waited for a takeover is visible at a glance, and the
+ * branches of a parallel item, indented under it, overlap where they ran at once.
  */
 import type { HistoryEntry } from "@idempo/core";
 import { html } from "hono/html";
@@ -49,11 +50,15 @@ export function timeline(history: readonly HistoryEntry[], now: Date, suspended 
     const width = Math.max(2, (end(h) - h.startedAt.getTime()) * scale);
     const y = i * ROW + 4;
     const took = formatDuration(end(h) - h.startedAt.getTime());
-    const label = `${h.kind} ${visible(h.name)} · attempt ${h.attempt}`;
+    // A parallel item's branches: indented under the item, their bars side by side on the one time axis.
+    const branch = h.kind === "branch";
+    const label = branch
+      ? `↳ ${visible(h.name)} › ${visible(h.branch ?? "?")} · attempt ${h.attempt}`
+      : `${h.kind} ${visible(h.name)} · attempt ${h.attempt}`;
     const shown = entryOutcome(h, suspended);
     const waiting = shown !== h.outcome;
-    return html`<g data-entry="${h.kind}:${h.name}:${h.attempt}" data-outcome="${h.outcome}">
-      <text x="0" y="${y + 15}">${label}</text>
+    return html`<g data-entry="${h.kind}:${h.name}:${h.attempt}" data-outcome="${h.outcome}"${branch ? html` data-branch="${h.branch ?? ""}"` : ""}>
+      <text x="${branch ? 16 : 0}" y="${y + 15}">${label}</text>
       <rect x="${x.toFixed(1)}" y="${y}" width="${width.toFixed(1)}" height="${ROW - 8}" rx="3"
         fill="${waiting ? SUSPENDED_COLOUR : COLOURS[h.outcome]}"><title>${label}: ${shown}, ${took}</title></rect>
       <text x="${Math.min(x + width + 6, LABEL_WIDTH + BAR_WIDTH - 60).toFixed(1)}" y="${y + 15}">${waiting ? (h.kind === "sleep" ? "sleeping" : "waiting") : h.outcome} ${took}</text>

@@ -9,6 +9,7 @@ function entry(over: Partial<HistoryEntry>): HistoryEntry {
   return {
     kind: "phase",
     name: "create_order",
+    branch: null,
     attempt: 1,
     derivedKey: null,
     outcome: "succeeded",
@@ -175,5 +176,35 @@ describe("diagnosis: suspended runs", () => {
     const r = suspended({ waitingFor: { kind: "sleep", name: "confirmed", until: at(5) }, wakeAt: at(5) });
     expect(diagnose(r, now).condition).toBe("suspended");
     expect(diagnose(r, now).retry.action).not.toBe("take_over");
+  });
+});
+
+describe("diagnosis: parallel items", () => {
+  const branch = (name: string, outcome: HistoryEntry["outcome"]) =>
+    entry({ kind: "branch", name: "notify", branch: name, outcome, derivedKey: `idem_${name}`, finishedAt: null });
+
+  it("names the branch in doubt of a crashed parallel item and what the takeover calls again", () => {
+    const crashed = record({
+      definition: ["phase:create_order", 'parallel["email","sms"]:notify', "phase:record"],
+      history: [entry({}), branch("email", "succeeded"), branch("sms", "started")],
+    });
+    const d = diagnose(crashed, now);
+    expect(d.next).toEqual({ kind: "parallel", name: "notify", branches: ["email", "sms"] });
+    expect(d.inDoubt?.branch).toBe("sms");
+    expect(d.stoppedAt).toBe(
+      "at recovery point create_order, in branch sms of parallel notify (started, result unknown)",
+    );
+    expect(describeRetry(crashed, d)).toBe(
+      "take over as attempt 2 and resume after create_order: call branch sms of parallel notify again with the same " +
+        "derived key idem_sms (its first call may have gone through; the provider deduplicates on that key)",
+    );
+  });
+
+  it("has nothing in doubt once every branch recorded", () => {
+    const recorded = record({
+      definition: ["phase:create_order", 'parallel["email","sms"]:notify'],
+      history: [entry({}), branch("email", "succeeded"), branch("sms", "succeeded")],
+    });
+    expect(diagnose(recorded, now).inDoubt).toBeNull();
   });
 });

@@ -6,16 +6,12 @@
  */
 import type { HistoryEntry, RunRecord } from "@idempo/core";
 import { formatDuration, formatLease } from "./duration.js";
+import type { Item } from "./run-items.js";
+import { callInDoubt, callLabel, definitionItems } from "./run-items.js";
 import { signalCall } from "./signal-call.js";
 import { iso, msUntil, wakeLabel, whenLabel } from "./times.js";
 import type { ExpiredRetry } from "./tombstone.js";
 import { describeExpired, expiredRetry } from "./tombstone.js";
-
-/** One item (phase, step, sleep or wait for a signal) of the workflow definition the run started under. */
-export interface Item {
-  readonly kind: "phase" | "step" | "sleep" | "wait";
-  readonly name: string;
-}
 
 /**
  * Why a due suspended run is takeable: it was enqueued and never started,
@@ -93,23 +89,13 @@ export interface Diagnosis {
   readonly condition: "completed" | "expired" | "running" | "stuck" | "parked" | "suspended" | "due";
   /** The phase or step the run will do next; `null` when completed or nothing is left. */
   readonly next: Item | null;
-  /** A step that started and never recorded a result: its call may have reached the other system. */
+  /** A step or parallel branch that started and never recorded a result: its call may have reached the other system. */
   readonly inDoubt: HistoryEntry | null;
   /** The last failed entry of the current attempt, when the attempt ended in an error. */
   readonly failure: HistoryEntry | null;
   /** Where it stopped, e.g. `at recovery point create_order, in step charge (started, result unknown)`. */
   readonly stoppedAt: string;
   readonly retry: RetryAction;
-}
-
-/** Parse the run's stored definition (`kind:name` strings) into items. */
-export function definitionItems(record: RunRecord): Item[] {
-  return record.definition.map((entry) => {
-    const at = entry.indexOf(":");
-    const prefix = entry.slice(0, at);
-    const kind = prefix === "step" || prefix === "sleep" || prefix === "wait" ? prefix : "phase";
-    return { kind, name: entry.slice(at + 1) };
-  });
 }
 
 /** The item after the recovery point (the first item when there is none yet). */
@@ -153,13 +139,13 @@ export function diagnose(record: RunRecord, now: Date, facts: SuspensionFacts = 
     };
   }
   if (record.status === "suspended") return diagnoseSuspended(record, now, next, facts);
-  const inDoubt = latest?.kind === "step" && latest.outcome === "started" ? latest : null;
+  const inDoubt = callInDoubt(history);
   const failure = latest?.outcome === "failed" && latest.attempt === record.attempt ? latest : null;
   const point =
     record.recoveryPoint === null ? "before the first recovery point" : `at recovery point ${record.recoveryPoint}`;
   const live = (record.leaseRemainingMs ?? 0) > 0;
   let where = point;
-  if (inDoubt) where += `, in step ${inDoubt.name} (started, ${live ? "no result yet" : "result unknown"})`;
+  if (inDoubt) where += `, in ${callLabel(inDoubt)} (started, ${live ? "no result yet" : "result unknown"})`;
   else if (failure) where += `, ${failure.kind} ${failure.name} failed: ${oneLine(failure.error ?? "unknown error")}`;
   else if (next) where += ` (next: ${label(next)}, not started)`;
   const lease = record.leaseRemainingMs ?? 0;
@@ -392,7 +378,7 @@ function takeOver(attempt: number, resumeAfter: string | null, d: Diagnosis): st
   let then = "";
   if (d.inDoubt) {
     const key = d.inDoubt.derivedKey ? ` with the same derived key ${d.inDoubt.derivedKey}` : "";
-    then = `: call step ${d.inDoubt.name} again${key} (its first call may have gone through; the provider deduplicates on that key)`;
+    then = `: call ${callLabel(d.inDoubt)} again${key} (its first call may have gone through; the provider deduplicates on that key)`;
   } else if (d.next) {
     then = `: next ${label(d.next)}`;
   }

@@ -78,8 +78,10 @@ export function keyJson(record: RunRecord, now: Date, facts: SuspensionFacts = {
 
 /** One history entry with its duration. */
 interface HistoryJson {
-  kind: "phase" | "step" | "sleep" | "wait";
+  kind: HistoryEntry["kind"];
   name: string;
+  /** The branch of a `branch` entry (`name` is its parallel item); `null` for other kinds. */
+  branch: string | null;
   attempt: number;
   outcome: string;
   derivedKey: string | null;
@@ -96,6 +98,7 @@ function historyJson(entry: HistoryEntry): HistoryJson {
   return {
     kind: entry.kind,
     name: entry.name,
+    branch: entry.branch,
     attempt: entry.attempt,
     outcome: entry.outcome,
     derivedKey: entry.derivedKey,
@@ -178,8 +181,10 @@ export interface KeyDetailJson extends KeyJson {
   definition: string[];
   /** Where the run stopped, in words. */
   stoppedAt: string;
-  /** A started step whose result was never recorded (its call may have gone through). */
+  /** A started step whose result was never recorded (its call may have gone through); for a parallel branch, its item. */
   inDoubtStep: string | null;
+  /** The branch in doubt when `inDoubtStep` is a parallel item; `null` otherwise. */
+  inDoubtBranch: string | null;
 
   retry: RetryJson;
   history: HistoryJson[];
@@ -206,6 +211,7 @@ export function keyDetailJson(
     definition: [...record.definition],
     stoppedAt: diagnosis.stoppedAt,
     inDoubtStep: diagnosis.inDoubt?.name ?? null,
+    inDoubtBranch: diagnosis.inDoubt?.branch ?? null,
 
     retry: retryJson(diagnosis.retry),
     history: (record.history ?? []).map(historyJson),

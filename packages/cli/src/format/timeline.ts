@@ -1,9 +1,13 @@
-/** A run's phase and step history as a timeline table: when, how long, which attempt, what happened. */
+/**
+ * A run's phase and step history as a timeline table: when, how long, which
+ * attempt, what happened; the branches of a parallel item also drawn side by side.
+ */
 import type { HistoryEntry, StepTry } from "@idempo/core";
 import type { Paint } from "./colour.js";
 import { formatDuration } from "./duration.js";
 import type { Row } from "./table.js";
 import { renderTable } from "./table.js";
+import { visible } from "./visible.js";
 
 function outcomeLabel(entry: HistoryEntry, live: boolean, paint: Paint, suspended: boolean): string {
   if (entry.outcome === "started" && (entry.kind === "sleep" || entry.kind === "wait")) {
@@ -40,6 +44,36 @@ function triesNote(tries: readonly StepTry[], paint: Paint): string {
     .join("\n");
 }
 
+/** Characters of a lane in the branches' drawing. */
+const LANE = 30;
+
+/**
+ * The branches of one parallel item side by side, one lane per call on the
+ * time axis of the group (first start to last end): `█` while a call ran,
+ * `░` for one started and never finished (up to the group's end).
+ */
+function lanesNote(name: string, calls: readonly HistoryEntry[], now: Date, live: boolean, paint: Paint): string {
+  const end = (h: HistoryEntry) => (h.finishedAt ?? (live ? now : null))?.getTime() ?? null;
+  const t0 = Math.min(...calls.map((h) => h.startedAt.getTime()));
+  const t1 = Math.max(t0 + 1, ...calls.map((h) => end(h) ?? h.startedAt.getTime()));
+  const cell = (ms: number) => ((ms - t0) / (t1 - t0)) * LANE;
+  // A call fills the cells its span touches: from the one it starts in to the one it ends in.
+  const first = (ms: number) => Math.min(LANE - 1, Math.floor(cell(ms)));
+  const last = (ms: number) => Math.min(LANE - 1, Math.max(0, Math.ceil(cell(ms)) - 1));
+  const width = Math.max(...calls.map((h) => visible(h.branch ?? "?").length));
+  const lanes = calls.map((h) => {
+    const from = first(h.startedAt.getTime());
+    const stop = end(h);
+    const to = stop === null ? LANE - 1 : Math.max(from, last(stop));
+    const bar = Array.from({ length: LANE }, (_, i) => (i < from || i > to ? "·" : stop === null ? "░" : "█")).join("");
+    return `  ${visible(h.branch ?? "?").padEnd(width)}  attempt ${h.attempt}  ${bar}  ${h.outcome}`;
+  });
+  return [
+    paint("dim", `branches of ${visible(name)} side by side (${formatDuration(t1 - t0)} in all):`),
+    ...lanes,
+  ].join("\n");
+}
+
 /**
  * Render the history oldest first. `now` (DB clock) gives the running time
  * of a started step; `live` says whether the run's lease is still valid,
@@ -55,7 +89,19 @@ export function timelineTable(
   suspended = false,
 ): string {
   const rows: Row[] = [];
+  // The branch calls of the parallel item drawn last, drawn side by side once its run of entries ends.
+  let group: { name: string; calls: HistoryEntry[] } | undefined;
+  const flush = () => {
+    if (group && group.calls.length > 1) rows.push({ note: lanesNote(group.name, group.calls, now, live, paint) });
+    group = undefined;
+  };
   history.forEach((entry, i) => {
+    const inGroup = (entry.kind === "branch" || entry.kind === "parallel") && group?.name === entry.name;
+    if (!inGroup) flush();
+    if (entry.kind === "branch") {
+      group ??= { name: entry.name, calls: [] };
+      group.calls.push(entry);
+    }
     const end = entry.finishedAt ?? null;
     const waiting = suspended && (entry.kind === "sleep" || entry.kind === "wait");
     // An unfinished entry of a dead attempt has no duration; a live one has been running this long.
@@ -68,7 +114,7 @@ export function timelineTable(
       String(i + 1),
       `${entry.startedAt.toISOString().slice(0, 23).replace("T", " ")}`,
       entry.kind,
-      entry.name,
+      entry.kind === "branch" ? `${entry.name}/${entry.branch ?? "?"}` : entry.name,
       String(entry.attempt),
       duration,
       outcomeLabel(entry, live, paint, suspended),
@@ -78,6 +124,7 @@ export function timelineTable(
     if (entry.derivedKey && entry.outcome === "started")
       rows.push({ note: paint("dim", `derived key: ${entry.derivedKey}`) });
   });
+  flush();
   return renderTable(
     [
       { header: "#", align: "right" },

@@ -67,4 +67,21 @@ describe("derived keys: deriveStepKey", () => {
       }
     }
   });
+
+  it("gives a branch of a parallel item its own key, a function of all five parts", () => {
+    const email = deriveStepKey("t1", "k1", "checkout", "notify", "email");
+    expect(email).toBe(deriveStepKey("t1", "k1", "checkout", "notify", "email"));
+    expect(email).toMatch(/^idem_[A-Za-z0-9_-]{43}$/);
+    const others = [
+      deriveStepKey("t1", "k1", "checkout", "notify", "sms"),
+      deriveStepKey("t2", "k1", "checkout", "notify", "email"),
+      deriveStepKey("t1", "k1", "checkout", "notify"),
+      deriveStepKey("t1", "k1", "checkout", "notify/email"),
+      deriveStepKey("t1", "k1", "checkout", "notify", "email/"),
+      deriveStepKey("t1", "k1", "checkout/notify", "email"),
+    ];
+    expect(new Set([email, ...others]).size).toBe(others.length + 1);
+    // Fixed across releases, like a step's: a resumed branch must reuse the key it sent before.
+    expect(email).toBe("idem_-YQPuepJMVtWV2s_gAdug7gu61UK_PZM3eew469X4Qk");
+  });
 });

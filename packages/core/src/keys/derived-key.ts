@@ -7,9 +7,23 @@ import { hash } from "node:crypto";
  * provider, and no raw (possibly personal) part leaks to a third party.
  * The result is `idem_` plus 43 base64url characters (48 in all), well
  * under the 255-character limit of Stripe-like providers.
+ *
+ * A branch of a `.parallel` item passes `step` as the item's name and
+ * `branch` as the branch's name: its key is a function of all five parts,
+ * never equal to a step's key (a step named `notify/email` and the branch
+ * `email` of the item `notify` get different keys).
+ *
+ * @example
+ * ```ts
+ * deriveStepKey('acme', 'order-7f3a', 'checkout', 'charge') // what step 'charge' sends
+ * deriveStepKey('acme', 'order-7f3a', 'checkout', 'notify', 'email') // branch 'email' of parallel 'notify'
+ * ```
  */
-export function deriveStepKey(tenantId: string, key: string, workflow: string, step: string): string {
-  // JSON array encoding makes the parts unambiguous ("a|b","c" vs "a","b|c").
+export function deriveStepKey(tenantId: string, key: string, workflow: string, step: string, branch?: string): string {
+  // JSON array encoding makes the parts unambiguous ("a|b","c" vs "a","b|c"); a branch is a fifth element.
+  if (branch !== undefined) {
+    return `idem_${hash("sha256", JSON.stringify([tenantId, key, workflow, step, branch]), "base64url")}`;
+  }
   return `idem_${hash("sha256", JSON.stringify([tenantId, key, workflow, step]), "base64url")}`;
 }
 

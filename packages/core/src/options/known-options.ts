@@ -166,6 +166,9 @@ export const STEP_OPTIONS = optionShape({
   reconcile: FUNCTION,
 });
 
+/** `.parallel(name, build, options)`; each branch's options are a `.step`'s. */
+export const PARALLEL_OPTIONS = optionShape({ concurrency: INTEGER });
+
 /** `.waitFor(name, options)`; the schema is checked as a zod schema. */
 export const WAIT_FOR_OPTIONS = optionShape({ timeoutMs: INTEGER, onTimeout: FUNCTION, schema: ANY });
 

@@ -41,8 +41,10 @@ export interface RecordRow {
 }
 
 export interface HistoryRow {
-  kind: "phase" | "step" | "sleep" | "wait";
+  kind: "phase" | "step" | "parallel" | "branch" | "sleep" | "wait";
   name: string;
+  /** The branch of a `branch` entry (`name` is its parallel item); null for other kinds. */
+  branch: string | null;
   attempt: number;
   derived_key: string | null;
   outcome: "started" | "interrupted" | "succeeded" | "failed" | "reconciled" | "discarded";
@@ -79,10 +81,11 @@ export async function selectHistory(
   runId: string,
 ): Promise<HistoryRow[]> {
   const { rows } = await sql<HistoryRow>`
-    SELECT kind, name, attempt, derived_key, outcome, error, started_at, finished_at, tries::text AS tries
+    SELECT kind, name, branch, attempt, derived_key, outcome, error, started_at, finished_at, tries::text AS tries
     FROM ${t.history}
     WHERE tenant_id = ${tenantId} AND key = ${key} AND run_id = ${runId}
-    ORDER BY started_at, entry_id
+    -- A parallel item's entry starts with its first branch: it comes first.
+    ORDER BY started_at, kind = 'branch', entry_id
   `.execute(db);
   return rows;
 }

@@ -179,15 +179,16 @@ export async function completeRun(db: Executor, t: Tables, own: Ownership, respo
 
 /**
  * Record a failed phase or step in the history (the error path only). A
- * step's open entry is closed, with its tries; a phase, whose transaction rolled back, gets
- * a new entry. Written only while this attempt still owns the key.
+ * step's (or a parallel branch's) open entry is closed, with its tries; a
+ * phase, whose transaction rolled back, gets a new entry, and so does a
+ * parallel item. Written only while this attempt still owns the key.
  */
 export async function recordFailure(
   db: Executor,
   t: Tables,
   own: Ownership,
   failure: {
-    kind: "phase" | "step" | "sleep" | "wait";
+    kind: "phase" | "step" | "parallel" | "sleep" | "wait";
     name: string;
     attempt: number;
     error: string;

@@ -40,11 +40,14 @@ export const FUNCTIONS = {
   commit_phase: { marker: "commit_phase", arity: 12, answer: "ok" },
   record_step_started: { marker: "step_started", arity: 8, answer: "row" },
   record_step_result: { marker: "step_result", arity: 12, answer: "ok" },
+  record_branch_started: { marker: "branch_started", arity: 9, answer: "row" },
+  record_branch_result: { marker: "branch_result", arity: 8, answer: "ok" },
+  commit_parallel: { marker: "commit_parallel", arity: 12, answer: "ok" },
   complete_run: { marker: "complete", arity: 6, answer: "ok" },
   renew_lease: { marker: "renew", arity: 4, answer: "ok" },
 } as const;
 
-/** A statement function of migration 0008 (the claim's as 0010 overloads it, the step result's as 0013 does, as 0014 restates some). */
+/** A statement function of migration 0008 (the claim's as 0010 overloads it, the step result's as 0013 does, as 0014 restates some), or of 0019 (parallel branches). */
 export type StatementFunction = keyof typeof FUNCTIONS;
 
 /**

@@ -150,7 +150,9 @@ export interface Rewind {
  * parked (which it also unparks, with a fresh attempt budget) or suspended.
  * The lease ends now, so the next retry or resumer takes over at once.
  * With `resendOutbox` the run's outbox round goes up by one, which is what
- * gives the messages of the phases that run again new delivery keys.
+ * gives the messages of the phases that run again new delivery keys. The
+ * branches a parallel item recorded before it committed are forgotten:
+ * rewound to or past, it calls every branch again (same derived keys).
  *
  * Race closed: a retry taking the run over between the operator's read and
  * this statement. The guard wants the attempt and recovery point that were
@@ -161,17 +163,25 @@ export interface Rewind {
  */
 export async function rewindRun(db: Executor, t: Tables, r: Rewind): Promise<RecordRow | null> {
   const { rows } = await sql<RecordRow>`/* idempo:retry_from */
-    UPDATE ${t.runs}
-    SET recovery_point = ${r.recoveryPoint}, status = 'in_flight', owner_token = NULL,
-        locked_until = LEAST(locked_until, clock_timestamp()),
-        attempt_floor = CASE WHEN status = 'parked' THEN attempt ELSE attempt_floor END,
-        outbox_round = outbox_round + ${r.resendOutbox ? 1 : 0},
-        parked_reason = NULL, parked_at = NULL, updated_at = clock_timestamp(),
-        wait_kind = NULL, wait_name = NULL, wake_at = NULL, wait_until = NULL
-    WHERE tenant_id = ${r.tenantId} AND key = ${r.key} AND run_id = ${r.runId}
-      AND attempt = ${r.seenAttempt} AND recovery_point IS NOT DISTINCT FROM ${r.seenRecoveryPoint}::text
-      AND (status IN ('parked', 'suspended') OR (status = 'in_flight' AND locked_until <= clock_timestamp()))
-    RETURNING ${RECORD_COLUMNS}
+    WITH rewound AS (
+      UPDATE ${t.runs}
+      SET recovery_point = ${r.recoveryPoint}, status = 'in_flight', owner_token = NULL,
+          locked_until = LEAST(locked_until, clock_timestamp()),
+          attempt_floor = CASE WHEN status = 'parked' THEN attempt ELSE attempt_floor END,
+          outbox_round = outbox_round + ${r.resendOutbox ? 1 : 0},
+          parked_reason = NULL, parked_at = NULL, updated_at = clock_timestamp(),
+          wait_kind = NULL, wait_name = NULL, wake_at = NULL, wait_until = NULL
+      WHERE tenant_id = ${r.tenantId} AND key = ${r.key} AND run_id = ${r.runId}
+        AND attempt = ${r.seenAttempt} AND recovery_point IS NOT DISTINCT FROM ${r.seenRecoveryPoint}::text
+        AND (status IN ('parked', 'suspended') OR (status = 'in_flight' AND locked_until <= clock_timestamp()))
+      RETURNING ${RECORD_COLUMNS}
+    ), forgotten_branches AS (
+      -- Branches recorded by a parallel item that had not committed: it runs again whole, with the rest.
+      UPDATE ${t.history} SET result = NULL
+      WHERE tenant_id = ${r.tenantId} AND key = ${r.key} AND run_id = ${r.runId} AND result IS NOT NULL
+        AND EXISTS (SELECT 1 FROM rewound)
+    )
+    SELECT * FROM rewound
   `.execute(db);
   return rows[0] ?? null;
 }

@@ -1,22 +1,25 @@
 import type { z } from "zod";
 import { WorkflowDefinitionError } from "../errors.js";
 import type { JsonValue } from "../json/json-value.js";
-import { STEP_OPTIONS, WAIT_FOR_OPTIONS, WORKFLOW_OPTIONS } from "../options/known-options.js";
-import { MAX_STORED_MS, MAX_TIMER_MS } from "../options/limits.js";
+import { WAIT_FOR_OPTIONS } from "../options/known-options.js";
+import { MAX_STORED_MS } from "../options/limits.js";
 import { intOption } from "../options/option-checks.js";
 import { checkOptions } from "../options/option-shape.js";
 import type { PhaseContext, ResponseSpec, RunInfo, StepContext } from "./context.js";
 import type {
   Definition,
   Item,
+  ParallelOptions,
   SleepDuration,
   StepOptions,
   WaitForOptions,
   Workflow,
   WorkflowOptions,
 } from "./definition.js";
-import { outlineHash } from "./definition.js";
-import { checkName } from "./item-checks.js";
+import { outlineEntry, outlineHash } from "./definition.js";
+import { checkName, checkStepOptions } from "./item-checks.js";
+import type { ParallelBuilder } from "./parallel-builder.js";
+import { parallelItem } from "./parallel-builder.js";
 import type { Versioning } from "./versions.js";
 import { checkVersion, olderVersions, UNVERSIONED } from "./versions.js";
 
@@ -200,14 +203,48 @@ export class WorkflowBuilder<DB, In, I, S> {
     fn: (ctx: StepContext<I, S>) => Promise<O> | O,
     options: StepOptions<I, S, O> = {},
   ): WorkflowBuilder<DB, In, I, Merge<S, O>> {
-    const where = `workflow '${this.#name}', step '${name}'`;
-    // Checked once, here: a finished definition's options are never checked again on a call.
-    checkOptions(where, STEP_OPTIONS, options);
-    intOption(where, "retries", options.retries, 0, 1_000);
-    intOption(where, "backoffMs", options.backoffMs, 0, MAX_TIMER_MS);
-    intOption(where, "maxBackoffMs", options.maxBackoffMs, 0, MAX_TIMER_MS);
-    intOption(where, "timeoutMs", options.timeoutMs, 1, MAX_TIMER_MS);
+    checkStepOptions(`workflow '${this.#name}', step '${name}'`, options);
     return this.#add(Object.freeze({ kind: "step", name, run: fn, options: Object.freeze({ ...options }) }) as Item);
+  }
+
+  /**
+   * Steps run at the same time: one item whose branches (declared on `p`
+   * with `.step`, see {@link ParallelBuilder}) are called at once, each
+   * with its own derived key (of tenant, key, workflow, this item's and the
+   * branch's name), started and recorded markers, retries and `reconcile`.
+   * A branch is recorded the moment it returns; after a crash only the
+   * branches not yet recorded are called again, with the same keys. Once
+   * every branch is recorded, `{ [name]: { [branch]: result } }` is merged
+   * into state and `name` becomes the recovery point. When a branch fails
+   * for good (its error after its retries), no further branch starts, the
+   * running ones settle and stay recorded, and the item fails with that
+   * error (`ctx.fail` in a branch stores its response once they settled).
+   * See docs/fan-out.md.
+   *
+   * @example
+   * ```ts
+   * workflow('order_placed')
+   *   .input(z.object({ orderId: z.string() }))
+   *   .parallel('notify', (p) => p
+   *     .step('email', async ({ input, idempotencyKey, signal }) =>
+   *       ({ id: (await mailer.send({ orderId: input.orderId, idempotencyKey, signal })).id }))
+   *     .step('sms', async ({ input, idempotencyKey }) =>
+   *       ({ id: (await sms.send({ orderId: input.orderId, idempotencyKey })).id }), { retries: 3 }),
+   *     { concurrency: 2 })
+   *   .respond(({ state }) => ({ status: 200, body: { email: state.notify.email.id, sms: state.notify.sms.id } }))
+   * ```
+   * @param build declares the branches: `(p) => p.step(a, fn, options?).step(b, fn, options?)`; at least one.
+   * @param options `concurrency`: how many branches run at once (Default: all); see {@link ParallelOptions}.
+   * @throws WorkflowDefinitionError when `name` is already used in this workflow, or `build` declares no branch or two with one name.
+   * @throws InvalidOptionError when `options` or a branch's options hold an unknown option, or one is of the wrong type or out of range.
+   */
+  parallel<N extends string, R>(
+    name: N,
+    build: (p: ParallelBuilder<I, S, Record<never, never>>) => ParallelBuilder<I, S, R>,
+    options: ParallelOptions = {},
+  ): WorkflowBuilder<DB, In, I, Merge<S, { [K in N]: R }>> {
+    checkName("parallel", name);
+    return this.#add(parallelItem(`workflow '${this.#name}', parallel '${name}'`, name, build, options));
   }
 
   /**
@@ -311,7 +348,7 @@ export class WorkflowBuilder<DB, In, I, S> {
    * @throws WorkflowDefinitionError when what `.replaces()` was given does not fit (see there).
    */
   respond<B>(fn: (ctx: RunInfo<I, S>) => ResponseSpec<B> | Promise<ResponseSpec<B>>): Workflow<In, B> {
-    const outline = this.#items.map((i) => `${i.kind}:${i.name}`);
+    const outline = this.#items.map(outlineEntry);
     const version = this.#versioning.version ?? 1;
     const replaces = olderVersions(this.#name, version, this.#versioning.replaces);
     const definition: Definition = Object.freeze({
@@ -349,45 +386,4 @@ export class WorkflowBuilder<DB, In, I, S> {
       this.#accepted,
     );
   }
-}
-
-/**
- * Start a workflow definition. The name is stored with every run and is part
- * of the request fingerprint, so the same key used for another workflow is a
- * mismatch (422).
- *
- * @example
- * ```ts
- * const checkout = workflow<Database>('checkout', { leaseMs: 60_000, maxAttempts: 5 })
- *   .input(z.object({ cartId: z.string(), amountCents: z.number().int().positive() }))
- *   .phase('create_order', async ({ tx, input }) => {
- *     const id = `order-${input.cartId}`
- *     await tx.insertInto('orders').values({ id, cart_id: input.cartId, amount_cents: input.amountCents }).execute()
- *     return { orderId: id }
- *   })
- *   .respond(({ state }) => ({ status: 201, body: state }))
- * ```
- *
- * @param name 1-100 characters, no control characters.
- * @param options retention, lease and error policy; see {@link WorkflowOptions}.
- * @throws WorkflowDefinitionError on a bad name or error policy.
- * @throws InvalidOptionError on an unknown option (naming the known ones), one of the wrong type, or a duration or count out of range.
- */
-export function workflow<DB = unknown>(
-  name: string,
-  options: WorkflowOptions = {},
-): WorkflowBuilder<DB, JsonValue, JsonValue, Record<never, never>> {
-  checkName("workflow", name);
-  const where = `workflow '${name}'`;
-  checkOptions(where, WORKFLOW_OPTIONS, options);
-  intOption(where, "maxAttempts", options.maxAttempts, 1, 10_000);
-  intOption(where, "attemptTimeoutMs", options.attemptTimeoutMs, 1, MAX_TIMER_MS);
-  intOption(where, "leaseMs", options.leaseMs, 1, MAX_TIMER_MS);
-  intOption(where, "lockTimeoutMs", options.lockTimeoutMs, 1, MAX_TIMER_MS);
-  intOption(where, "retentionMs", options.retentionMs, 1, MAX_STORED_MS);
-  intOption(where, "tombstoneMs", options.tombstoneMs, 0, MAX_STORED_MS);
-  if (options.onUnknownError !== undefined && !["retry", "store"].includes(options.onUnknownError)) {
-    throw new WorkflowDefinitionError(`workflow '${name}': onUnknownError must be 'retry' or 'store'`);
-  }
-  return new WorkflowBuilder(name, undefined, Object.freeze([]), Object.freeze({ ...options }));
 }

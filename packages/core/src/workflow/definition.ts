@@ -116,7 +116,24 @@ export interface WaitForOptions<I, S, P, T> {
   schema?: z.ZodType<P>;
 }
 
-/** @internal One item of a definition: a phase, a step, a sleep or a wait for a signal. */
+/** Settings of a `.parallel` item. */
+export interface ParallelOptions {
+  /**
+   * How many branches may be called at once, 1-1 000 (Default: all of
+   * them). The others start, in the order they were declared, as running
+   * ones finish. Per attempt: a takeover counts again from zero.
+   */
+  concurrency?: number;
+}
+
+/** @internal One branch of a `.parallel` item: a step run beside the item's other branches. */
+export interface Branch {
+  readonly name: string;
+  readonly run: (ctx: StepContext<unknown, unknown>) => unknown;
+  readonly options: StepOptions<unknown, unknown, unknown>;
+}
+
+/** @internal One item of a definition: a phase, a step, a parallel item, a sleep or a wait for a signal. */
 export type Item =
   | {
       readonly kind: "phase";
@@ -128,6 +145,12 @@ export type Item =
       readonly name: string;
       readonly run: (ctx: StepContext<unknown, unknown>) => unknown;
       readonly options: StepOptions<unknown, unknown, unknown>;
+    }
+  | {
+      readonly kind: "parallel";
+      readonly name: string;
+      readonly branches: readonly Branch[];
+      readonly options: ParallelOptions;
     }
   | {
       readonly kind: "sleep";
@@ -149,7 +172,10 @@ export interface Definition {
   readonly options: Readonly<WorkflowOptions>;
   /** The body `runOnce` answers with (status 202) when a run suspends; absent = `null`. */
   readonly accepted: ((info: RunInfo<unknown, unknown>) => unknown) | undefined;
-  /** `kind:name` of each item, in order: what a run records to detect changed code. */
+  /**
+   * `kind:name` of each item, in order: what a run records to detect changed
+   * code. A parallel item's kind carries its branches (see {@link outlineEntry}).
+   */
   readonly outline: readonly string[];
   /** SHA-256 (hex) of the outline. */
   readonly hash: string;
@@ -187,4 +213,47 @@ export interface Workflow<In, B> {
 /** @internal */
 export function outlineHash(outline: readonly string[]): string {
   return createHash("sha256").update(JSON.stringify(outline)).digest("hex");
+}
+
+/**
+ * @internal An item's entry in the outline, `kind:name`. A parallel item's
+ * kind carries its branch names as a JSON array, its colons written
+ * `\u003a` so that the name is still everything after the first colon
+ * (what every reader of a stored outline takes it to be):
+ * `parallel["email","sms"]:notify`. A branch renamed, added or removed
+ * therefore changes the outline, and a run that started under the old
+ * branches is not resumed under the new ones without a new version.
+ */
+export function outlineEntry(item: Item): string {
+  if (item.kind !== "parallel") return `${item.kind}:${item.name}`;
+  const branches = JSON.stringify(item.branches.map((b) => b.name)).replaceAll(":", "\\u003a");
+  return `parallel${branches}:${item.name}`;
+}
+
+/** One entry of a stored outline, read back: its kind, name and, for a parallel item, its branch names. */
+export interface OutlineItem {
+  readonly kind: string;
+  readonly name: string;
+  /** The branch names of a parallel item, in declaration order; absent for other kinds. */
+  readonly branches?: readonly string[];
+}
+
+/**
+ * @internal Read an outline entry (see {@link outlineEntry}); an entry this
+ * release does not know reads as its kind and name.
+ */
+export function outlineItem(entry: string): OutlineItem {
+  const colon = entry.indexOf(":");
+  const kind = entry.slice(0, colon);
+  const name = entry.slice(colon + 1);
+  if (!kind.startsWith("parallel[")) return { kind, name };
+  try {
+    const branches = JSON.parse(kind.slice("parallel".length)) as unknown;
+    if (Array.isArray(branches) && branches.every((b) => typeof b === "string")) {
+      return { kind: "parallel", name, branches };
+    }
+  } catch {
+    // Not an outline this release wrote: kept as it reads.
+  }
+  return { kind, name };
 }

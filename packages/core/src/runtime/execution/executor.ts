@@ -3,7 +3,7 @@
  * the last committed recovery point, run the next phase or step, commit its
  * result fenced on the owner token, and repeat until the run completes. Each
  * kind of item has its runner (`run-phase.ts`, `run-step.ts`,
- * `run-suspension.ts`); this file holds the loop and its error paths.
+ * `run-parallel.ts`, `run-suspension.ts`); this file holds the loop and its error paths.
  */
 import {
   AttemptTimeoutError,
@@ -29,6 +29,7 @@ import type { AttemptScope, Hook, OpenStep, Outcome } from "./item-run.js";
 import { respondWith, resultOf, runInfo } from "./item-run.js";
 import { LeaseKeeper } from "./lease-keeper.js";
 import type { ExecutorDeps, Plan } from "./plan.js";
+import { runParallel } from "./run-parallel.js";
 import { runPhase } from "./run-phase.js";
 import type { RunResult } from "./run-result.js";
 import { runStep } from "./run-step.js";
@@ -91,6 +92,7 @@ export async function execute(deps: ExecutorDeps, plan: Plan): Promise<RunResult
           try {
             const at = { ...scope, info: runInfo(plan, s), last, openStep, span };
             if (item.kind === "step") return await runStep({ ...at, item });
+            if (item.kind === "parallel") return await runParallel({ ...at, item });
             if (item.kind === "sleep") return await runSleep({ ...at, item });
             if (item.kind === "wait") return await runWait({ ...at, item });
             if (hook) await hook(`before:phase:${item.name}`);

@@ -9,7 +9,10 @@
  * Where a run can be stopped or paused:
  * `before:phase:<name>` (no transaction open yet), `after:phase:<name>` (committed),
  * `before:step:<name>` (start recorded, not called), `called:step:<name>` (call
- * returned, result not recorded), `after:step:<name>` (recorded).
+ * returned, result not recorded), `after:step:<name>` (recorded); for each branch
+ * of a parallel item, `before:branch:<item>/<branch>`, `called:branch:<item>/<branch>`
+ * and `after:branch:<item>/<branch>` (the same three, per branch), then
+ * `after:parallel:<item>` (every branch recorded, the item committed).
  */
 export type HookPoint = string;
 

@@ -28,7 +28,7 @@ function abortable(ms: number, abort: AbortSignal): Promise<void> {
 }
 
 /** What a step call needs of its attempt's lease: the AbortSignal that stops it, made only when asked for. */
-interface LeaseSignal {
+export interface LeaseSignal {
   readonly abortSignal: AbortSignal;
   readonly aborted: boolean;
 }

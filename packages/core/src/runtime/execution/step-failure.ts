@@ -10,8 +10,10 @@
 export interface StepFailure {
   /** The workflow's name. */
   readonly workflow: string;
-  /** The step's name. */
+  /** The step's name; for a branch of a `.parallel` item, the item's name. */
   readonly step: string;
+  /** The branch's name, when the step is a branch of a `.parallel` item (`step` names the item). */
+  readonly branch?: string;
   readonly tenantId: string;
   /** The run's idempotency key. */
   readonly key: string;

@@ -18,12 +18,20 @@ export interface StepTry {
 
 /** One phase or step entry in a run's history, oldest first. */
 export interface HistoryEntry {
-  /** `sleep` and `wait` entries start when the run suspends there and finish when it resumes. */
-  readonly kind: "phase" | "step" | "sleep" | "wait";
+  /**
+   * `sleep` and `wait` entries start when the run suspends there and finish
+   * when it resumes. A `.parallel` item has one `branch` entry per call of
+   * each branch (as a step has per call) and, once every branch is
+   * recorded, one `parallel` entry from its first branch's start to its commit.
+   */
+  readonly kind: "phase" | "step" | "parallel" | "branch" | "sleep" | "wait";
+  /** The item's name; for a `branch` entry, the name of its parallel item. */
   readonly name: string;
+  /** The branch's name for a `branch` entry; `null` for every other kind. */
+  readonly branch: string | null;
   /** The run attempt that wrote the entry (1 = first, +1 per takeover). */
   readonly attempt: number;
-  /** The derived key a step used downstream; `null` for phases. */
+  /** The derived key a step or branch used downstream; `null` for phases. */
   readonly derivedKey: string | null;
   /**
    * `started`: the step's call may be under way, or in doubt after a crash;
@@ -225,6 +233,7 @@ export function toRecord(row: RecordRow, history: HistoryRow[] | undefined): Run
     history: history?.map((h) => ({
       kind: h.kind,
       name: h.name,
+      branch: h.branch,
       attempt: h.attempt,
       derivedKey: h.derived_key,
       outcome: h.outcome,

@@ -61,8 +61,8 @@ const EXAMPLES = {
     "pauseSchedule",
     "resumeSchedule",
   ],
+  "packages/core/src/workflow/workflow.ts": ["workflow"],
   "packages/core/src/workflow/builder.ts": [
-    "workflow",
     "input",
     "phase",
     "step",

@@ -69,6 +69,7 @@ export type {
   TombstoneRecord,
   WaitingFor,
 } from "./runtime/operator/records.js";
+export type { RateLimitOptions } from "./runtime/rate-limit-options.js";
 export type { CatchUp, ScheduleOptions, ScheduleTick } from "./runtime/schedules/schedule-options.js";
 export type { ScheduleRecord } from "./runtime/schedules/schedule-record.js";
 export type { SignalOptions } from "./runtime/signal-delivery/deliver-signal.js";
@@ -76,7 +77,6 @@ export type { SignalResult } from "./runtime/signal-delivery/signal-acceptance.j
 export type { WaitOptions } from "./runtime/signal-delivery/wait-for-completion.js";
 export type { LogFields, Logger } from "./telemetry/logger.js";
 export type { StateUpdate, WorkflowBuilder } from "./workflow/builder.js";
-export { workflow } from "./workflow/builder.js";
 export type {
   EnqueueOptions,
   Outbox,
@@ -89,6 +89,8 @@ export type {
   TimeoutContext,
 } from "./workflow/context.js";
 export type {
+  ConcurrencyInfo,
+  ConcurrencyOptions,
   SleepDuration,
   StepOptions,
   UnknownErrorPolicy,
@@ -96,3 +98,4 @@ export type {
   Workflow,
   WorkflowOptions,
 } from "./workflow/definition.js";
+export { workflow } from "./workflow/workflow.js";

@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { z } from "zod";
 import { InvalidOptionError, WorkflowDefinitionError } from "../errors.js";
-import { workflow } from "./builder.js";
+import { workflow } from "./workflow.js";
 
 const noop = async () => ({});
 const respond = () => ({ status: 200, body: null });

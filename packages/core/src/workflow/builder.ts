@@ -1,19 +1,20 @@
 import type { z } from "zod";
 import { WorkflowDefinitionError } from "../errors.js";
 import type { JsonValue } from "../json/json-value.js";
-import { STEP_OPTIONS, WAIT_FOR_OPTIONS, WORKFLOW_OPTIONS } from "../options/known-options.js";
-import { MAX_STORED_MS, MAX_TIMER_MS } from "../options/limits.js";
+import { CONCURRENCY_OPTIONS, STEP_OPTIONS, WAIT_FOR_OPTIONS } from "../options/known-options.js";
+import { MAX_PRIORITY, MAX_STORED_MS, MAX_TIMER_MS } from "../options/limits.js";
 import { intOption } from "../options/option-checks.js";
 import { checkOptions } from "../options/option-shape.js";
 import type { PhaseContext, ResponseSpec, RunInfo, StepContext } from "./context.js";
 import type {
+  ConcurrencyOptions,
   Definition,
+  DefinitionOptions,
   Item,
   SleepDuration,
   StepOptions,
   WaitForOptions,
   Workflow,
-  WorkflowOptions,
 } from "./definition.js";
 import { outlineHash } from "./definition.js";
 import { checkName } from "./item-checks.js";
@@ -39,7 +40,7 @@ export class WorkflowBuilder<DB, In, I, S> {
   readonly #name: string;
   readonly #schema: z.ZodType | undefined;
   readonly #items: readonly Item[];
-  readonly #options: Readonly<WorkflowOptions>;
+  readonly #options: Readonly<DefinitionOptions>;
   readonly #versioning: Versioning;
   readonly #accepted: Definition["accepted"];
 
@@ -48,7 +49,7 @@ export class WorkflowBuilder<DB, In, I, S> {
     name: string,
     schema: z.ZodType | undefined,
     items: readonly Item[],
-    options: Readonly<WorkflowOptions>,
+    options: Readonly<DefinitionOptions>,
     versioning: Versioning = UNVERSIONED,
     accepted: Definition["accepted"] = undefined,
   ) {
@@ -125,6 +126,52 @@ export class WorkflowBuilder<DB, In, I, S> {
       Object.freeze(versioning),
       this.#accepted,
     );
+  }
+
+  /**
+   * At most `max` attempts of this workflow with the same `key` execute at
+   * once, across every process that shares the database. An attempt holds
+   * a slot of its key as long as its lease (a killed process's slot frees
+   * when its lease runs out) and until the run completes or suspends. A run
+   * over the limit waits, suspended and due, holding nothing: `runOnce`
+   * raises `IdempotencyKeyInProgressError` with a `retryAfterMs` (or waits,
+   * within `waitInFlightMs`); workers skip it until a slot frees. The last
+   * call counts. Idea: Inngest's and Trigger.dev's concurrency keys; see docs/limits.md.
+   * @example
+   * ```ts
+   * workflow('sync_account')
+   *   .input(z.object({ accountId: z.string() }))
+   *   .concurrency({ key: ({ tenantId, input }) => `${tenantId}:${input.accountId}`, max: 1 }) // one sync per account
+   *   .phase('sync', ({ input }) => ({ synced: input.accountId }))
+   * ```
+   * @param limit `key`: a function of `{ input, tenantId, key }` naming the limit; `max`: 1-10 000.
+   * @throws InvalidOptionError when `limit` is not an object, holds an unknown option, lacks `key` or `max`, or `max` is out of range.
+   */
+  concurrency(limit: ConcurrencyOptions<I>): WorkflowBuilder<DB, In, I, S> {
+    const where = `workflow '${this.#name}', concurrency`;
+    checkOptions(where, CONCURRENCY_OPTIONS, limit);
+    intOption(where, "max", limit.max, 1, 10_000);
+    return this.#set({ concurrency: Object.freeze({ ...limit }) as ConcurrencyOptions<unknown> });
+  }
+
+  /**
+   * Workers take this workflow's due runs before a tenant's runs of lower
+   * priority (higher first; Default: 0), within each tenant's fair share;
+   * `enqueue(..., { priority })` sets one run's. The last call counts.
+   * @example
+   * ```ts
+   * const refundNow = workflow('refund_now').priority(10).phase('refund', () => ({ refunded: true }))
+   * ```
+   * @throws InvalidOptionError unless an integer from -2 147 483 647 to 2 147 483 647.
+   */
+  priority(priority: number): WorkflowBuilder<DB, In, I, S> {
+    intOption(`workflow '${this.#name}'`, "priority", priority, -MAX_PRIORITY, MAX_PRIORITY);
+    return this.#set({ priority });
+  }
+
+  #set(options: Partial<DefinitionOptions>): WorkflowBuilder<DB, In, I, S> {
+    const next = Object.freeze({ ...this.#options, ...options });
+    return new WorkflowBuilder(this.#name, this.#schema, this.#items, next, this.#versioning, this.#accepted);
   }
 
   /**
@@ -349,45 +396,4 @@ export class WorkflowBuilder<DB, In, I, S> {
       this.#accepted,
     );
   }
-}
-
-/**
- * Start a workflow definition. The name is stored with every run and is part
- * of the request fingerprint, so the same key used for another workflow is a
- * mismatch (422).
- *
- * @example
- * ```ts
- * const checkout = workflow<Database>('checkout', { leaseMs: 60_000, maxAttempts: 5 })
- *   .input(z.object({ cartId: z.string(), amountCents: z.number().int().positive() }))
- *   .phase('create_order', async ({ tx, input }) => {
- *     const id = `order-${input.cartId}`
- *     await tx.insertInto('orders').values({ id, cart_id: input.cartId, amount_cents: input.amountCents }).execute()
- *     return { orderId: id }
- *   })
- *   .respond(({ state }) => ({ status: 201, body: state }))
- * ```
- *
- * @param name 1-100 characters, no control characters.
- * @param options retention, lease and error policy; see {@link WorkflowOptions}.
- * @throws WorkflowDefinitionError on a bad name or error policy.
- * @throws InvalidOptionError on an unknown option (naming the known ones), one of the wrong type, or a duration or count out of range.
- */
-export function workflow<DB = unknown>(
-  name: string,
-  options: WorkflowOptions = {},
-): WorkflowBuilder<DB, JsonValue, JsonValue, Record<never, never>> {
-  checkName("workflow", name);
-  const where = `workflow '${name}'`;
-  checkOptions(where, WORKFLOW_OPTIONS, options);
-  intOption(where, "maxAttempts", options.maxAttempts, 1, 10_000);
-  intOption(where, "attemptTimeoutMs", options.attemptTimeoutMs, 1, MAX_TIMER_MS);
-  intOption(where, "leaseMs", options.leaseMs, 1, MAX_TIMER_MS);
-  intOption(where, "lockTimeoutMs", options.lockTimeoutMs, 1, MAX_TIMER_MS);
-  intOption(where, "retentionMs", options.retentionMs, 1, MAX_STORED_MS);
-  intOption(where, "tombstoneMs", options.tombstoneMs, 0, MAX_STORED_MS);
-  if (options.onUnknownError !== undefined && !["retry", "store"].includes(options.onUnknownError)) {
-    throw new WorkflowDefinitionError(`workflow '${name}': onUnknownError must be 'retry' or 'store'`);
-  }
-  return new WorkflowBuilder(name, undefined, Object.freeze([]), Object.freeze({ ...options }));
 }

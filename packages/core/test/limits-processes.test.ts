@@ -143,7 +143,8 @@ describe("a rate limit across two worker processes", () => {
   }, async () => {
     const perMs = RATE.perSecond / 1000;
     // Every take of the bucket, logged by the database: the instant its token is due (now, or later when reserved).
-    await sql.raw(`
+    await sql
+      .raw(`
       CREATE TABLE token_grants (due_ms float8 NOT NULL);
       CREATE FUNCTION log_grant() RETURNS trigger LANGUAGE plpgsql AS $$
       BEGIN
@@ -151,9 +152,8 @@ describe("a rate limit across two worker processes", () => {
         VALUES (extract(epoch FROM NEW.refilled_at) * 1000 + GREATEST(0, -NEW.tokens) / ${perMs});
         RETURN NEW;
       END $$;
-      CREATE TRIGGER log_grant AFTER UPDATE ON idempo.rate_limits FOR EACH ROW EXECUTE FUNCTION log_grant();`).execute(
-      t.db,
-    );
+      CREATE TRIGGER log_grant AFTER UPDATE ON idempo.rate_limits FOR EACH ROW EXECUTE FUNCTION log_grant();`)
+      .execute(t.db);
     const engine = createEngine({ db: t.db, rateLimits: { api: RATE } });
     const wf = rated(query);
     const workers = [startChild(["worker"]), startChild(["worker"])];

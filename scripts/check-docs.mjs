@@ -63,6 +63,8 @@ const EXAMPLES = {
   ],
   "packages/core/src/workflow/workflow.ts": ["workflow"],
   "packages/core/src/workflow/builder.ts": [
+    "concurrency",
+    "priority",
     "input",
     "phase",
     "step",

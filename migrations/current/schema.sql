@@ -712,9 +712,11 @@ $$;
 -- run aside: suspended, due, no owner (answer 'full', with the ms until the
 -- first holder's lease ends); 'lost' when the attempt no longer owns the run.
 -- Races: two takers of one slot, and a taker against the holder's renewal.
--- A slot row is locked (SKIP LOCKED: a row another taker or a renewal holds
--- is held) before its holder is read, in a new statement, so the read sees
--- every commit made before the lock; the holder's renewal locks the row too.
+-- A slot that looks free is locked (SKIP LOCKED: a row another taker or a
+-- renewal holds is held) before its holder is read again, in a new
+-- statement, so that read sees every commit made before the lock; the
+-- holder's renewal locks the row too. A slot freed after the first look is
+-- missed (the answer is 'full' once), never one taken twice.
 CREATE OR REPLACE FUNCTION acquire_concurrency_slot(
   p_tenant_id text, p_key text, p_owner_token text, p_limit_key text, p_max integer
 ) RETURNS TABLE (outcome text, retry_after_ms float8) LANGUAGE plpgsql SET search_path FROM CURRENT AS $$
@@ -727,7 +729,12 @@ BEGIN
     SELECT p_limit_key, g FROM generate_series(0, p_max - 1) AS g
     ON CONFLICT (limit_key, slot) DO NOTHING;
   END IF;
-  FOR v_slot IN SELECT s.slot FROM concurrency_slots s WHERE s.limit_key = p_limit_key AND s.slot < p_max ORDER BY s.slot LOOP
+  -- The slots that look free in this snapshot; each is locked and read again before it is taken.
+  FOR v_slot IN
+    SELECT s.slot FROM concurrency_slots s
+    WHERE s.limit_key = p_limit_key AND s.slot < p_max AND NOT slot_holder_live(s.tenant_id, s.key, s.owner_token)
+    ORDER BY s.slot
+  LOOP
     PERFORM 1 FROM concurrency_slots WHERE limit_key = p_limit_key AND slot = v_slot FOR UPDATE SKIP LOCKED;
     CONTINUE WHEN NOT FOUND;
     UPDATE concurrency_slots s SET tenant_id = p_tenant_id, key = p_key, owner_token = p_owner_token

@@ -16,7 +16,7 @@ import type { ConcurrencyInfo, Definition } from "../../workflow/definition.js";
  * and due). Thrown by {@link takeSlot}; `runOnce` answers it as a key in
  * progress and the background services skip the run. Never reaches a caller.
  */
-export class OverLimit extends Error {
+class OverLimit extends Error {
   constructor(readonly retryAfterMs: number) {
     super("every concurrency slot of the run's key is held");
   }

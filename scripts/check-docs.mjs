@@ -66,6 +66,8 @@ const EXAMPLES = {
   "packages/core/src/workflow/workflow.ts": ["workflow"],
   "packages/core/src/workflow/parallel-builder.ts": ["step"],
   "packages/core/src/workflow/builder.ts": [
+    "concurrency",
+    "priority",
     "input",
     "phase",
     "step",

@@ -13,7 +13,7 @@ import type { Replica } from "./replica.js";
 import { asFunctionCalls, collapsed, sendReplica } from "./replica.js";
 import type { PgBench } from "./setup.js";
 import { BUSY_KEYS, REPLAY_KEYS } from "./setup.js";
-import { BARE_INSERT, INPUT, newKey, orderOnce, TENANT, threeItems } from "./workload.js";
+import { BARE_INSERT, INPUT, newKey, orderOnce, TENANT, threeItems, threeItemsLimited } from "./workload.js";
 
 export type Path =
   | "bare-insert"
@@ -36,6 +36,7 @@ export interface Cell {
     | `raw-shape-${ShapeId}`
     | "idempo"
     | "idempo-named"
+    | "idempo-limited"
     | "idempo-pglite"
     | "pglite-raw"
     | "pglite-fn"
@@ -195,6 +196,27 @@ export function engineCells(
       const res = await engine.runOnce(threeItems, { tenantId: TENANT, key: newKey(), input: INPUT });
       if (res.status !== 201) throw new Error(`phase/step/phase answered ${res.status}`);
     }),
+  ];
+}
+
+/**
+ * Phase / step / phase of a workflow with `.concurrency` (more slots than
+ * clients: nobody waits), next to `idempo:three` of the same workflow
+ * without it: the limit's own cost, one statement more per run.
+ */
+export function limitedCells(engine: Engine, replicas: PgBench["replicas"], concurrency: number): Cell[] {
+  return [
+    {
+      id: `idempo-limited:three:${concurrency}`,
+      system: "idempo-limited",
+      path: "three",
+      concurrency,
+      statements: replicas.three.statements.length + 1,
+      op: async () => {
+        const res = await engine.runOnce(threeItemsLimited, { tenantId: TENANT, key: newKey(), input: INPUT });
+        if (res.status !== 201) throw new Error(`limited phase/step/phase answered ${res.status}`);
+      },
+    },
   ];
 }
 

@@ -21,6 +21,7 @@ const SYSTEMS: Record<Exclude<Cell["system"], ShapeSystem>, string> = {
   "raw-fn": "node-pg, statements as PL/pgSQL functions (unnamed calls)",
   "raw-collapsed": "node-pg, named, one-statement transactions as autocommit",
   "idempo-named": "idempo runOnce (pg, withPreparedStatements)",
+  "idempo-limited": "idempo runOnce (pg), workflow with .concurrency",
   "idempo-pglite": "idempo runOnce (PGlite, in-process)",
   "pglite-raw": "PGlite db.query, the same statements",
   "pglite-fn": "PGlite, statements as PL/pgSQL functions",
@@ -182,6 +183,12 @@ export function targets(results: Results, sweeps: readonly SweepRound[], extra: 
     overRaw("replay", "replay"),
     overRaw("conflict", "conflict (409)"),
     overRaw("three", "phase/step/phase"),
+    {
+      label: "phase/step/phase with .concurrency ÷ the same without, 16 clients",
+      ratio: ratio(results, "idempo-limited:three:16", "idempo:three:16", ops),
+      at: "least",
+      bound: 0.75,
+    },
     {
       label: "new key ÷ bare node-pg INSERT, 16 clients",
       ratio: ratio(results, "idempo:new-key:16", "raw:bare-insert:16", ops),

@@ -48,6 +48,19 @@ export const threeItems = workflow("bench_three")
   .phase("confirm", () => ({ confirmed: true }))
   .respond(({ state }) => ({ status: 201, body: state }));
 
+/**
+ * The same phase / step / phase under `.concurrency` with more slots than
+ * clients, so no run ever waits for one: what is measured is what the
+ * limit itself costs (the slot taken with each run, the slot-checking
+ * heartbeat), against {@link threeItems}.
+ */
+export const threeItemsLimited = workflow("bench_three_limited")
+  .concurrency({ key: ({ tenantId }) => tenantId, max: 64 })
+  .phase("reserve", () => ({ reserved: true }))
+  .step("charge", () => ({ chargeId: "ch_1" }))
+  .phase("confirm", () => ({ confirmed: true }))
+  .respond(({ state }) => ({ status: 201, body: state }));
+
 /** Copies of one record, made in SQL so seeding 100 000 keys takes seconds, not minutes. */
 export interface SeedSpec {
   /** Key of the record to copy (any tenant). */

@@ -77,6 +77,7 @@ export type {
   TombstoneRecord,
   WaitingFor,
 } from "./runtime/operator/records.js";
+export type { RateLimitOptions } from "./runtime/rate-limit-options.js";
 export type { CatchUp, ScheduleOptions, ScheduleTick } from "./runtime/schedules/schedule-options.js";
 export type { ScheduleRecord } from "./runtime/schedules/schedule-record.js";
 export type {
@@ -102,6 +103,8 @@ export type {
   TimeoutContext,
 } from "./workflow/context.js";
 export type {
+  ConcurrencyInfo,
+  ConcurrencyOptions,
   ParallelOptions,
   SleepDuration,
   StepOptions,

@@ -49,7 +49,7 @@ describe("createEngine", () => {
       caught(() => createEngine({ db: t.db, leaseMS: 1000 } as never)),
       "leaseMS",
       /^createEngine: unknown option 'leaseMS' \(did you mean 'leaseMs'\?\); the known options are /,
-      /answerTimeoutMs, attemptTimeoutMs, db, heartbeatMs, leaseMs, listen, listenCheckMs, logger, maxPayloadBytes, preparedStatements, retentionMs, schema, workflows$/,
+      /answerTimeoutMs, attemptTimeoutMs, db, heartbeatMs, leaseMs, listen, listenCheckMs, logger, maxPayloadBytes, preparedStatements, rateLimits, retentionMs, schema, workflows$/,
     );
   });
 
@@ -115,7 +115,7 @@ describe("workflow builder", () => {
     refused(
       caught(() => workflow("w").step("s", () => ({}), { retry: 3 } as never)),
       "retry",
-      /workflow 'w', step 's': unknown option 'retry'; the known options are backoffMs, maxBackoffMs, reconcile, retries, retryable, timeoutMs$/,
+      /workflow 'w', step 's': unknown option 'retry'; the known options are backoffMs, maxBackoffMs, rateLimit, reconcile, retries, retryable, timeoutMs$/,
     );
     refused(
       caught(() => workflow("w").step("s", () => ({}), { retries: "3" as never })),
@@ -160,7 +160,7 @@ describe("calls", () => {
     refused(
       await engine.enqueue(t.db, wf, { tenantId: T, key: "e1", input: {}, waitInFlightMs: 5 } as never).catch((e) => e),
       "waitInFlightMs",
-      /enqueue: unknown option 'waitInFlightMs'; the known options are input, key, tenantId$/,
+      /enqueue: unknown option 'waitInFlightMs'; the known options are input, key, priority, tenantId$/,
     );
     expect(await runs("e1")).toBe(0);
   });

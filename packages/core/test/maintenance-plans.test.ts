@@ -3,6 +3,7 @@ import { Kysely, PostgresDialect, sql } from "kysely";
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createEngine, workflow } from "../src/index.ts";
+import { selectDueRuns } from "../src/store/due-runs.ts";
 import { claimDue } from "../src/store/outbox.ts";
 import { tablesIn } from "../src/store/run-store.ts";
 import { selectDueSchedules } from "../src/store/schedules.ts";
@@ -210,6 +211,32 @@ describe("maintenance statements are driven by an index, not a sequential scan",
     expect(stats.reduce((n, s) => n + s.stuck, 0)).toBe(STUCK);
     expect(stats.filter((s) => s.status === "in_flight").reduce((n, s) => n + s.records, 0)).toBe(STUCK + IN_FLIGHT);
     expect(stats.reduce((n, s) => n + s.expired, 0)).toBe(0);
+  });
+
+  it("a worker's look for due runs, by priority and past runs over their limit, reads the suspended-runs indexes", async () => {
+    // Many sleeping runs, some with a priority, a handful due: the selection's cost follows the due ones.
+    await sql`
+      INSERT INTO idempo.runs (tenant_id, key, run_id, workflow, definition, definition_hash, fingerprint, input,
+                               status, retention_ms, wake_at, wait_kind, wait_name, priority)
+      SELECT 't' || (g % 100), 'sleep' || g, 'sr' || g, 'w' || (g % 5), '["sleep:a"]', 'h', 'f', '{}', 'suspended',
+             86400000,
+             CASE WHEN g <= 6 THEN now() - interval '1 second' ELSE now() + g * interval '1 second' END,
+             'sleep', 'a', CASE WHEN g % 10 = 0 THEN g % 7 END
+      FROM generate_series(1, 30000) g`.execute(t.db);
+    await sql`VACUUM ANALYZE idempo.runs`.execute(t.db);
+    let due: string[] = [];
+    const sent = await capture(async () => {
+      due = (await selectDueRuns(db, tablesIn("idempo"), ["w0", "w1", "w2", "w3", "w4"], 50, [0, 0, 1, 0, 0])).map(
+        (r) => r.key,
+      );
+    });
+    expect(sent).toHaveLength(1);
+    const found = await scans(sent[0] as CompiledQuery);
+    // Both looks (oldest due, and due with a priority) go through a suspended-runs index, never the table.
+    expect(found.filter((s) => s.startsWith("Seq Scan"))).toEqual([]);
+    expect(found.filter((s) => s.includes("(runs_suspended_wake_at) [(wake_at <="))).not.toHaveLength(0);
+    expect(found.every((s) => /\(runs_suspended_(wake_at|priority)\)/.test(s))).toBe(true);
+    expect(due.sort()).toEqual(["sleep1", "sleep2", "sleep3", "sleep4", "sleep5", "sleep6"]);
   });
 
   it("a worker's look for due schedule ticks reads the due-schedule index", async () => {

@@ -171,6 +171,26 @@ describe("round trips per path", () => {
     ]);
   });
 
+  it("a limit costs its own statement only: the slot of a .concurrency workflow, the token of a rateLimit step", async () => {
+    // The paths above use neither and send what they sent before limits existed.
+    const engine = createEngine({ db, rateLimits: { api: { perSecond: 1_000, burst: 10 } } });
+    const limited = workflow("rt_limited")
+      .concurrency({ key: ({ tenantId }) => tenantId, max: 4 })
+      .phase("a", () => ({ a: 1 }))
+      .step("b", () => ({ b: 2 }), { rateLimit: "api" })
+      .phase("c", () => ({ c: 3 }))
+      .respond(({ state }) => ({ status: 201, body: state }));
+    expect(await measure(() => engine.runOnce(limited, { tenantId: "rt", key: "limited", input: {} }))).toEqual([
+      "claim_new_key",
+      "acquire_concurrency_slot", // the slot, before the first item
+      "commit_phase",
+      "take_rate_token", // the token, before the step starts
+      "record_step_started",
+      "record_step_result",
+      "commit_phase",
+    ]);
+  });
+
   it("invalid input and invalid keys send no SQL at all", async () => {
     const engine = createEngine({ db });
     expect(await measure(() => engine.runOnce(onePhase, { tenantId: "rt", key: "", input: {} }))).toEqual([]);

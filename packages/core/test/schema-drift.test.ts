@@ -169,7 +169,9 @@ describe("migrations/current/schema.sql", () => {
     const written = await describePool(fromFile);
     // The comparison sees something on both sides: tables, constraints, indexes and the statement functions.
     expect(Object.keys(migrated.columns)).toEqual([
+      "concurrency_slots",
       "outbox",
+      "rate_limits",
       "run_history",
       "runs",
       "schedules",

@@ -30,6 +30,8 @@ export const INSTANT_COLUMNS: Readonly<Record<string, readonly string[]>> = Obje
   tombstones: ["completed_at", "expired_at", "kept_until"],
   outbox: ["available_at", "locked_until", "created_at", "delivered_at"],
   schedules: ["next_tick_at", "last_tick_at", "last_fired_at", "created_at", "updated_at"],
+  // A bucket refilled longer ago holds more tokens: moved back, the time moved forward for it too.
+  rate_limits: ["refilled_at"],
 });
 
 // biome-ignore lint/suspicious/noExplicitAny: the engine's database, whatever the user's table types

@@ -39,6 +39,7 @@ export const ENGINE_OPTIONS = optionShape(
     workflows: ARRAY,
     preparedStatements: BOOLEAN,
     maxPayloadBytes: INTEGER,
+    rateLimits: OBJECT,
   },
   // `db` is not required here: an engine made before its database exists (a test file's) fails at its first call.
 );
@@ -46,8 +47,8 @@ export const ENGINE_OPTIONS = optionShape(
 /** `runOnce(workflow, request)`; the key, tenant and input have checks of their own. */
 export const RUN_ONCE_REQUEST = optionShape({ tenantId: ANY, key: ANY, input: ANY, waitInFlightMs: INTEGER });
 
-/** `enqueue(tx, workflow, request)`. */
-export const ENQUEUE_REQUEST = optionShape({ tenantId: ANY, key: ANY, input: ANY });
+/** `enqueue(tx, workflow, request)`; `priority` is range-checked by `enqueue`. */
+export const ENQUEUE_REQUEST = optionShape({ tenantId: ANY, key: ANY, input: ANY, priority: INTEGER });
 
 /** `wait(tenantId, key, options)`. */
 export const WAIT_OPTIONS = optionShape({ timeoutMs: INTEGER }, ["timeoutMs"]);
@@ -164,10 +165,17 @@ export const STEP_OPTIONS = optionShape({
   maxBackoffMs: INTEGER,
   timeoutMs: INTEGER,
   reconcile: FUNCTION,
+  rateLimit: STRING,
 });
 
 /** `.parallel(name, build, options)`; each branch's options are a `.step`'s. */
 export const PARALLEL_OPTIONS = optionShape({ concurrency: INTEGER });
+
+/** `.concurrency(options)`; `max` is range-checked by the builder. */
+export const CONCURRENCY_OPTIONS = optionShape({ key: FUNCTION, max: INTEGER }, ["key", "max"]);
+
+/** One entry of `createEngine({ rateLimits })`; which rate is given, and the ranges, are checked by the engine. */
+export const RATE_LIMIT_OPTIONS = optionShape({ perSecond: INTEGER, perMinute: INTEGER, burst: INTEGER });
 
 /** `.waitFor(name, options)`; the schema is checked as a zod schema. */
 export const WAIT_FOR_OPTIONS = optionShape({ timeoutMs: INTEGER, onTimeout: FUNCTION, schema: ANY });

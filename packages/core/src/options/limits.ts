@@ -11,3 +11,6 @@ export const MAX_TIMER_MS = 2_147_483_647;
  * ms, so the database clock arithmetic stays far from overflow.
  */
 export const MAX_STORED_MS = 100 * 365 * 24 * 60 * 60 * 1000;
+
+/** The largest priority (`.priority`, enqueue's `priority`), and minus it the smallest: PostgreSQL's integer. */
+export const MAX_PRIORITY = 2_147_483_647;

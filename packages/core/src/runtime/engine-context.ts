@@ -21,6 +21,7 @@ import type { EngineOptions } from "./engine-options.js";
 import { faultHookOf, heartbeatSilenced } from "./execution/hooks.js";
 import type { ExecutorDeps } from "./execution/plan.js";
 import { KnownWorkflows } from "./known-workflows.js";
+import { checkRateLimitNames, rateLimitsOf } from "./rate-limit-options.js";
 import type { CompletionWaiter } from "./signal-delivery/completion-waiter.js";
 import { completionWaiter } from "./signal-delivery/completion-waiter.js";
 
@@ -101,7 +102,9 @@ export function createContext<DB>(options: EngineOptions<DB>, engine: () => obje
       telemetry.log("warn", { error: String(error) }, "idempo: LISTEN for completions failed; waiters poll instead"),
     () => telemetry.log("info", {}, "idempo: LISTEN for completions re-established; NOTIFY wakes waiters again"),
   );
-  const workflows = new KnownWorkflows();
+  const rateLimits = rateLimitsOf(where, options.rateLimits);
+  // Every workflow the engine is given is checked once: a step's rateLimit must name one of these.
+  const workflows = new KnownWorkflows((def) => checkRateLimitNames(def, rateLimits));
   if (options.workflows !== undefined) {
     for (const versions of deployedByName("createEngine", options.workflows).values()) workflows.remember(versions);
   }
@@ -126,6 +129,7 @@ export function createContext<DB>(options: EngineOptions<DB>, engine: () => obje
       silentHeartbeat: heartbeatSilenced(engine()),
       telemetry,
       maxPayloadBytes,
+      rateLimits,
     }),
   };
 }

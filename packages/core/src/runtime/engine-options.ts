@@ -4,6 +4,7 @@ import type { Logger } from "../telemetry/logger.js";
 import type { Workflow } from "../workflow/definition.js";
 import type { ListenCheckOptions } from "./background/listen-options.js";
 import type { NotificationSource } from "./background/notifications.js";
+import type { RateLimitOptions } from "./rate-limit-options.js";
 
 /** Settings of an engine. */
 export interface EngineOptions<DB> extends ListenCheckOptions {
@@ -77,4 +78,19 @@ export interface EngineOptions<DB> extends ListenCheckOptions {
    * (Default: 1 048 576, 1 MiB).
    */
   maxPayloadBytes?: number;
+  /**
+   * Token buckets shared by every process on the database, by name (1-128
+   * letters, digits, `.`, `_`, `-`), for steps that name one in their
+   * `rateLimit` option: `{ perSecond | perMinute, burst? }`. Each bucket is
+   * one row, refilled on the database clock; give every process the same
+   * settings for a name (each takes tokens with its own). A step whose
+   * `rateLimit` is not here raises `WorkflowDefinitionError` when this
+   * engine is first given its workflow (Default: none). See docs/limits.md.
+   *
+   * @example
+   * ```ts
+   * const engine = createEngine({ db, rateLimits: { stripe: { perSecond: 25, burst: 50 } } })
+   * ```
+   */
+  rateLimits?: Readonly<Record<string, RateLimitOptions>>;
 }

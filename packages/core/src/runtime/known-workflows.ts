@@ -9,10 +9,15 @@ import { versionsOf } from "../workflow/versions.js";
 export class KnownWorkflows {
   readonly #byName = new Map<string, readonly Definition[]>();
 
-  /** Keep the deployed versions of one workflow (newest first). */
+  /** @param check called with each version the first time it is remembered; may throw to refuse it. */
+  constructor(private readonly check: (def: Definition) => void = () => {}) {}
+
+  /** Keep the deployed versions of one workflow (newest first), once `check` accepts each. */
   remember(versions: readonly Definition[]): void {
     const newest = versions[0];
-    if (newest?.items) this.#byName.set(newest.name, versions);
+    if (!newest?.items) return;
+    for (const def of versions) this.check(def);
+    this.#byName.set(newest.name, versions);
   }
 
   /** `remember` for the workflow of a call: nothing to do on the hot path once it is known. */

@@ -118,7 +118,7 @@ export async function reclaimExpiredKey(db: Executor, t: Tables, run: NewRun): P
       run,
       sql`status = 'in_flight', owner_token = ${run.ownerToken},
           locked_until = clock_timestamp() + ${leaseInterval(run.leaseMs)}, attempt = 1,
-          wake_at = NULL, durable = false`,
+          wake_at = NULL, durable = false, priority = NULL`,
       sql`1`,
     )}
     SELECT count(*)::int AS n FROM reset
@@ -155,7 +155,8 @@ export function rewriteExpiredRecord(
           ${start}, attempt_floor = 0, outbox_round = 0, trace_parent = NULL, parked_reason = NULL, parked_at = NULL,
           wait_kind = NULL, wait_name = NULL, wait_until = NULL, recovery_point = NULL, state = '{}', retention_ms = ${run.retentionMs},
           tombstone_ms = ${run.tombstoneMs}, outcome = NULL, response_status = NULL, response_body = NULL,
-          expires_at = NULL, created_at = now(), updated_at = now(), completed_at = NULL
+          expires_at = NULL, created_at = now(), updated_at = now(), completed_at = NULL,
+          concurrency_key = NULL, concurrency_max = NULL
       WHERE tenant_id = ${run.tenantId} AND key = ${run.key}
         AND status = 'completed' AND ${pastTombstone}
       RETURNING ${returning}

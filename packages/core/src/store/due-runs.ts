@@ -12,7 +12,7 @@ export interface DueRun {
   readonly tenantId: string;
   readonly key: string;
   readonly workflow: string;
-  /** 1 for each tenant's oldest due run, 2 for its next, ... (within the window read). */
+  /** 1 for each tenant's first due run (highest priority, then oldest), 2 for its next, ... (within the window read). */
   readonly turn: number;
 }
 
@@ -25,35 +25,62 @@ export interface DueRun {
 const FAIR_WINDOW = 2000;
 
 /**
- * Candidates for the next takes, at most `limit`: each tenant's oldest due
- * run first (turn 1), then each tenant's second, and so on, oldest first
- * within a turn. Only a candidate list: each is taken with
- * {@link takeDueRun}, which re-checks it under its row lock.
+ * Candidates for the next takes, at most `limit`: each tenant's first due
+ * run (turn 1), then each tenant's second, and so on, oldest first within a
+ * turn. Within a tenant, higher priority first (a run's enqueue `priority`,
+ * else its workflow's in `priorities`, by position in `workflows`, else 0),
+ * then oldest. A run whose concurrency key has no free slot is left out
+ * (it would only step aside again), and so are those of a key past the
+ * number of slots free, so runs behind them are taken. Only a candidate
+ * list: each is taken with {@link takeDueRun}, which re-checks it under its
+ * row lock.
  *
  * Cost follows the due rows, not the table: the range on `wake_at` is an
  * index condition on `runs_suspended_wake_at` because it compares with
  * `now()`, a value fixed for the statement (a bare `clock_timestamp()` would
- * force a full scan), and at most {@link FAIR_WINDOW} of them are read.
+ * force a full scan), and at most {@link FAIR_WINDOW} of them are read, plus
+ * at most as many runs enqueued with a priority, highest first, from
+ * `runs_suspended_priority` (which holds only those). A due run with a
+ * concurrency key costs a look at its key's slots.
  */
 export async function selectDueRuns(
   db: Executor,
   t: Tables,
   workflows: readonly string[],
   limit: number,
+  priorities: readonly number[] = [],
 ): Promise<DueRun[]> {
+  const held = sql.id(t.schema, "concurrency_slots_held");
+  // The run is not over its limit: no key, or a slot of its key is free.
+  const open = sql`CASE WHEN concurrency_key IS NULL THEN true
+                        ELSE ${held}(concurrency_key, concurrency_max) < concurrency_max END`;
   const { rows } = await sql<{ tenant_id: string; key: string; workflow: string; turn: number }>`
-    WITH due AS (
-      SELECT tenant_id, key, workflow, wake_at FROM ${t.runs}
+    WITH oldest AS (
+      SELECT tenant_id, key, workflow, wake_at, priority, concurrency_key, concurrency_max FROM ${t.runs}
       WHERE status = 'suspended' AND wake_at <= now()
-        AND workflow = ANY(${sql.val(workflows)}::text[])
+        AND workflow = ANY(${sql.val(workflows)}::text[]) AND ${open}
       ORDER BY wake_at
       LIMIT ${FAIR_WINDOW}
+    ), foremost AS (
+      SELECT tenant_id, key, workflow, wake_at, priority, concurrency_key, concurrency_max FROM ${t.runs}
+      WHERE status = 'suspended' AND priority IS NOT NULL AND wake_at <= now()
+        AND workflow = ANY(${sql.val(workflows)}::text[]) AND ${open}
+      ORDER BY priority DESC, wake_at
+      LIMIT ${FAIR_WINDOW}
+    ), due AS (
+      SELECT *,
+             coalesce(priority, (${sql.val(priorities)}::int[])[array_position(${sql.val(workflows)}::text[], workflow)],
+                      0) AS prio
+      FROM (SELECT * FROM oldest UNION SELECT * FROM foremost) AS d
     ), fair AS (
-      SELECT tenant_id, key, workflow, wake_at,
-             row_number() OVER (PARTITION BY tenant_id ORDER BY wake_at, key)::int AS turn
+      SELECT tenant_id, key, workflow, wake_at, concurrency_key, concurrency_max,
+             row_number() OVER (PARTITION BY tenant_id ORDER BY prio DESC, wake_at, key)::int AS turn,
+             row_number() OVER (PARTITION BY concurrency_key ORDER BY prio DESC, wake_at, tenant_id, key) AS key_turn
       FROM due
     )
     SELECT tenant_id, key, workflow, turn FROM fair
+    WHERE CASE WHEN concurrency_key IS NULL THEN true
+               ELSE key_turn <= concurrency_max - ${held}(concurrency_key, concurrency_max) END
     ORDER BY turn, wake_at, tenant_id, key
     LIMIT ${limit}
   `.execute(db);

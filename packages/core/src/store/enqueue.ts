@@ -13,8 +13,8 @@ import { readAdmission } from "./run-store.js";
 import type { TombstoneColumns } from "./tombstones.js";
 import { tombstoneOf } from "./tombstones.js";
 
-/** What an enqueued run stores: a claim without owner and lease. */
-export type EnqueuedRun = Omit<NewRun, "ownerToken" | "leaseMs">;
+/** What an enqueued run stores: a claim without owner and lease, with its priority (null: its workflow's). */
+export type EnqueuedRun = Omit<NewRun, "ownerToken" | "leaseMs"> & { readonly priority: number | null };
 
 /** What the enqueue statement found. */
 export type EnqueueOutcome =
@@ -78,10 +78,11 @@ export async function enqueueRun(tx: Executor, t: Tables, run: EnqueuedRun): Pro
     ), inserted AS (
       INSERT INTO ${t.runs} (tenant_id, key, run_id, workflow, definition, definition_hash, fingerprint,
                              input, parsed_input_hash, status, owner_token, locked_until, attempt, retention_ms,
-                             tombstone_ms, wake_at, durable, workflow_version)
+                             tombstone_ms, wake_at, durable, workflow_version, priority)
       SELECT ${run.tenantId}, ${run.key}, ${run.runId}, ${run.workflow}, ${JSON.stringify(run.outline)}::json,
              ${run.definitionHash}, ${run.fingerprint}, ${run.input}::json, ${run.parsedInputHash}, 'suspended',
-             NULL, NULL, 0, ${run.retentionMs}, ${run.tombstoneMs}, clock_timestamp(), true, ${run.workflowVersion}
+             NULL, NULL, 0, ${run.retentionMs}, ${run.tombstoneMs}, clock_timestamp(), true, ${run.workflowVersion},
+             ${run.priority}::int
       WHERE NOT EXISTS (SELECT 1 FROM found)
       ON CONFLICT (tenant_id, key) DO NOTHING
       RETURNING workflow
@@ -121,7 +122,7 @@ export async function reclaimExpiredForEnqueue(tx: Executor, t: Tables, run: Enq
       t,
       run,
       sql`status = 'suspended', owner_token = NULL, locked_until = NULL, attempt = 0,
-          wake_at = clock_timestamp(), durable = true`,
+          wake_at = clock_timestamp(), durable = true, priority = ${run.priority}::int`,
       sql`workflow`,
     )}, notified AS (
       SELECT pg_notify(${DUE_CHANNEL}, workflow) FROM reset

@@ -45,9 +45,12 @@ export const FUNCTIONS = {
   commit_parallel: { marker: "commit_parallel", arity: 12, answer: "ok" },
   complete_run: { marker: "complete", arity: 6, answer: "ok" },
   renew_lease: { marker: "renew", arity: 4, answer: "ok" },
+  acquire_concurrency_slot: { marker: "slot", arity: 5, answer: "row" },
+  renew_slot_lease: { marker: "renew_slot", arity: 5, answer: "ok" },
+  take_rate_token: { marker: "rate_token", arity: 4, answer: "row" },
 } as const;
 
-/** A statement function of migration 0008 (the claim's as 0010 overloads it, the step result's as 0013 does, as 0014 restates some), or of 0019 (parallel branches). */
+/** A statement function of migration 0008 (the claim's as 0010 overloads it, the step result's as 0013 does, as 0014 restates some), of 0018 (slots, rate tokens) or of 0019 (parallel branches). */
 export type StatementFunction = keyof typeof FUNCTIONS;
 
 /**

@@ -1,23 +1,28 @@
 import type { z } from "zod";
 import { WorkflowDefinitionError } from "../errors.js";
 import type { JsonValue } from "../json/json-value.js";
-import { WAIT_FOR_OPTIONS } from "../options/known-options.js";
-import { MAX_STORED_MS } from "../options/limits.js";
+import { MAX_PRIORITY, MAX_STORED_MS } from "../options/limits.js";
 import { intOption } from "../options/option-checks.js";
-import { checkOptions } from "../options/option-shape.js";
 import type { PhaseContext, ResponseSpec, RunInfo, StepContext } from "./context.js";
 import type {
+  ConcurrencyOptions,
   Definition,
+  DefinitionOptions,
   Item,
   ParallelOptions,
   SleepDuration,
   StepOptions,
   WaitForOptions,
   Workflow,
-  WorkflowOptions,
 } from "./definition.js";
 import { outlineEntry, outlineHash } from "./definition.js";
-import { checkName, checkStepOptions } from "./item-checks.js";
+import {
+  checkConcurrency,
+  checkInputSchema,
+  checkNewItem,
+  checkStepOptions,
+  checkWaitForOptions,
+} from "./item-checks.js";
 import type { ParallelBuilder } from "./parallel-builder.js";
 import { parallelItem } from "./parallel-builder.js";
 import type { Versioning } from "./versions.js";
@@ -42,7 +47,7 @@ export class WorkflowBuilder<DB, In, I, S> {
   readonly #name: string;
   readonly #schema: z.ZodType | undefined;
   readonly #items: readonly Item[];
-  readonly #options: Readonly<WorkflowOptions>;
+  readonly #options: Readonly<DefinitionOptions>;
   readonly #versioning: Versioning;
   readonly #accepted: Definition["accepted"];
 
@@ -51,7 +56,7 @@ export class WorkflowBuilder<DB, In, I, S> {
     name: string,
     schema: z.ZodType | undefined,
     items: readonly Item[],
-    options: Readonly<WorkflowOptions>,
+    options: Readonly<DefinitionOptions>,
     versioning: Versioning = UNVERSIONED,
     accepted: Definition["accepted"] = undefined,
   ) {
@@ -92,7 +97,7 @@ export class WorkflowBuilder<DB, In, I, S> {
         `workflow '${this.#name}': version is already ${this.#versioning.version}; call .version() once`,
       );
     }
-    return this.#with({ ...this.#versioning, version });
+    return this.#copy({ versioning: Object.freeze({ ...this.#versioning, version }) });
   }
 
   /**
@@ -116,18 +121,63 @@ export class WorkflowBuilder<DB, In, I, S> {
    * or when two different definitions carry the same version.
    */
   replaces(...older: readonly Workflow<unknown, unknown>[]): WorkflowBuilder<DB, In, I, S> {
-    return this.#with({ ...this.#versioning, replaces: Object.freeze([...this.#versioning.replaces, ...older]) });
+    const replaces = Object.freeze([...this.#versioning.replaces, ...older]);
+    return this.#copy({ versioning: Object.freeze({ ...this.#versioning, replaces }) });
   }
 
-  #with(versioning: Versioning): WorkflowBuilder<DB, In, I, S> {
-    return new WorkflowBuilder(
-      this.#name,
-      this.#schema,
-      this.#items,
-      this.#options,
-      Object.freeze(versioning),
-      this.#accepted,
-    );
+  /** A new builder with some of this one's parts replaced (the type parameters are the caller's to say). */
+  #copy<S2 = S>(parts: {
+    items?: readonly Item[];
+    options?: Readonly<DefinitionOptions>;
+    versioning?: Versioning;
+    accepted?: Definition["accepted"];
+  }): WorkflowBuilder<DB, In, I, S2> {
+    const { items = this.#items, options = this.#options, versioning = this.#versioning } = parts;
+    const accepted = "accepted" in parts ? parts.accepted : this.#accepted;
+    return new WorkflowBuilder(this.#name, this.#schema, items, options, versioning, accepted);
+  }
+
+  /**
+   * At most `max` attempts of this workflow with the same `key` execute at
+   * once, across every process that shares the database. An attempt holds
+   * a slot of its key as long as its lease (a killed process's slot frees
+   * when its lease runs out) and until the run completes or suspends. A run
+   * over the limit waits, suspended and due, holding nothing: `runOnce`
+   * raises `IdempotencyKeyInProgressError` with a `retryAfterMs` (or waits,
+   * within `waitInFlightMs`); workers skip it until a slot frees. The last
+   * call counts. Idea: Inngest's and Trigger.dev's concurrency keys; see docs/limits.md.
+   * @example
+   * ```ts
+   * workflow('sync_account')
+   *   .input(z.object({ accountId: z.string() }))
+   *   .concurrency({ key: ({ tenantId, input }) => `${tenantId}:${input.accountId}`, max: 1 }) // one sync per account
+   *   .phase('sync', ({ input }) => ({ synced: input.accountId }))
+   * ```
+   * @param limit `key`: a function of `{ input, tenantId, key }` naming the limit; `max`: 1-10 000.
+   * @throws InvalidOptionError when `limit` is not an object, holds an unknown option, lacks `key` or `max`, or `max` is out of range.
+   */
+  concurrency(limit: ConcurrencyOptions<I>): WorkflowBuilder<DB, In, I, S> {
+    checkConcurrency(`workflow '${this.#name}', concurrency`, limit);
+    return this.#set({ concurrency: Object.freeze({ ...limit }) as ConcurrencyOptions<unknown> });
+  }
+
+  /**
+   * Workers take this workflow's due runs before a tenant's runs of lower
+   * priority (higher first; Default: 0), within each tenant's fair share;
+   * `enqueue(..., { priority })` sets one run's. The last call counts.
+   * @example
+   * ```ts
+   * const refundNow = workflow('refund_now').priority(10).phase('refund', () => ({ refunded: true }))
+   * ```
+   * @throws InvalidOptionError unless an integer from -2 147 483 647 to 2 147 483 647.
+   */
+  priority(priority: number): WorkflowBuilder<DB, In, I, S> {
+    intOption(`workflow '${this.#name}'`, "priority", priority, -MAX_PRIORITY, MAX_PRIORITY);
+    return this.#set({ priority });
+  }
+
+  #set(options: Partial<DefinitionOptions>): WorkflowBuilder<DB, In, I, S> {
+    return this.#copy({ options: Object.freeze({ ...this.#options, ...options }) });
   }
 
   /**
@@ -143,15 +193,7 @@ export class WorkflowBuilder<DB, In, I, S> {
    * ```
    */
   input<Z extends z.ZodType>(schema: Z): WorkflowBuilder<DB, z.input<Z>, z.output<Z>, S> {
-    if (this.#items.length > 0)
-      throw new WorkflowDefinitionError(`workflow '${this.#name}': call .input() before the first phase or step`);
-    if (typeof (schema as { safeParseAsync?: unknown } | undefined)?.safeParseAsync !== "function") {
-      throw new WorkflowDefinitionError(
-        `workflow '${this.#name}': .input() needs a zod schema such as z.object(...), got ${
-          schema === null ? "null" : typeof schema
-        } without safeParseAsync`,
-      );
-    }
+    checkInputSchema(this.#name, this.#items, schema);
     return new WorkflowBuilder(this.#name, schema, this.#items, this.#options, this.#versioning, this.#accepted);
   }
 
@@ -294,15 +336,7 @@ export class WorkflowBuilder<DB, In, I, S> {
     name: N,
     options: WaitForOptions<I, S, P, T> = {},
   ): WorkflowBuilder<DB, In, I, Merge<S, { [K in N]: P | T }>> {
-    const where = `workflow '${this.#name}', waitFor '${name}'`;
-    checkOptions(where, WAIT_FOR_OPTIONS, options);
-    intOption(where, "timeoutMs", options.timeoutMs, 0, MAX_STORED_MS);
-    if (
-      options.schema !== undefined &&
-      typeof (options.schema as { safeParseAsync?: unknown } | null)?.safeParseAsync !== "function"
-    ) {
-      throw new WorkflowDefinitionError(`${where}: schema must be a zod schema`);
-    }
+    checkWaitForOptions(`workflow '${this.#name}', waitFor '${name}'`, options);
     return this.#add(Object.freeze({ kind: "wait", name, options: Object.freeze({ ...options }) }) as Item);
   }
 
@@ -310,6 +344,7 @@ export class WorkflowBuilder<DB, In, I, S> {
    * The body `runOnce` answers with when the run suspends (status 202,
    * `outcome: 'suspended'`); without it the body is `null`. `fn` gets
    * `{ input, state, key, tenantId, attempt }` with the state committed at
+   * the suspension; its result must be a JSON value.
    * @example
    * ```ts
    * workflow('export')
@@ -317,20 +352,12 @@ export class WorkflowBuilder<DB, In, I, S> {
    *   .accepted(({ state }) => ({ exportId: state.exportId ?? null, ready: false })) // the 202's body
    *   .sleep('render', 60_000)
    * ```
-   * the suspension; its result must be a JSON value.
    */
   accepted(fn: (info: RunInfo<I, Partial<S>>) => unknown): WorkflowBuilder<DB, In, I, S> {
     if (typeof fn !== "function") {
       throw new WorkflowDefinitionError(`workflow '${this.#name}': .accepted() needs a function`);
     }
-    return new WorkflowBuilder(
-      this.#name,
-      this.#schema,
-      this.#items,
-      this.#options,
-      this.#versioning,
-      fn as Definition["accepted"],
-    );
+    return this.#copy({ accepted: fn as Definition["accepted"] });
   }
 
   /**
@@ -367,23 +394,7 @@ export class WorkflowBuilder<DB, In, I, S> {
   }
 
   #add(item: Item): WorkflowBuilder<DB, In, I, never> {
-    checkName(item.kind, item.name);
-    if ((item.kind === "phase" || item.kind === "step") && typeof item.run !== "function") {
-      throw new WorkflowDefinitionError(`workflow '${this.#name}': ${item.kind} '${item.name}' needs a function`);
-    }
-    const clash = this.#items.find((i) => i.name === item.name);
-    if (clash) {
-      throw new WorkflowDefinitionError(
-        `workflow '${this.#name}' already has a ${clash.kind} named '${item.name}'; phase and step names must be unique`,
-      );
-    }
-    return new WorkflowBuilder(
-      this.#name,
-      this.#schema,
-      Object.freeze([...this.#items, item]),
-      this.#options,
-      this.#versioning,
-      this.#accepted,
-    );
+    checkNewItem(this.#name, this.#items, item);
+    return this.#copy<never>({ items: Object.freeze([...this.#items, item]) });
   }
 }

@@ -77,8 +77,24 @@ export interface StepOptions<I, S, O> {
   backoffMs?: number;
   /** Largest backoff delay in ms (Default: 5 000). */
   maxBackoffMs?: number;
-  /** Abort `signal` after this many ms per call (Default: no timeout). */
+  /**
+   * Abort `signal` after this many ms per call (Default: no timeout). With
+   * `rateLimit`, also the longest the step waits for a token in process: a
+   * token due later suspends the run until it is due.
+   */
   timeoutMs?: number;
+  /**
+   * The name of a rate limit of the engine (`createEngine({ rateLimits })`):
+   * each call of the step, its retries included, first takes a token of
+   * that bucket, shared by every process through the database. The step
+   * waits for a token due within its `timeoutMs` (any time without one)
+   * without holding a connection; one due later suspends the run until then
+   * (status `suspended`, `wakeAt` the token's time; a worker or a retry
+   * resumes it), before the step is recorded as started (Default: none).
+   * A name the engine does not know raises `WorkflowDefinitionError` when
+   * the engine is first given the workflow. See docs/limits.md.
+   */
+  rateLimit?: string;
   /**
    * Asked on resume when a previous attempt started this step but its result
    * was never recorded (the call may have reached the other system). Return
@@ -133,6 +149,33 @@ export interface Branch {
   readonly options: StepOptions<unknown, unknown, unknown>;
 }
 
+/** What a `.concurrency` key is computed from: the run's input, tenant and key, the same on every attempt. */
+export interface ConcurrencyInfo<I> {
+  readonly input: I;
+  readonly tenantId: string;
+  readonly key: string;
+}
+
+/** A workflow's limit on attempts executing at once (`.concurrency`). */
+export interface ConcurrencyOptions<I> {
+  /**
+   * The limit's key: attempts of this workflow with the same key share
+   * `max` slots (keys of different workflows never meet). A string of 1 to
+   * 255 UTF-8 bytes; another answer, or an error it throws, fails the call
+   * before anything is claimed (`runOnce`, `enqueue`) or the attempt.
+   */
+  key: (info: ConcurrencyInfo<I>) => string;
+  /** At most this many attempts with one key execute at once, 1-10 000. */
+  max: number;
+}
+
+/** @internal The settings of a definition: the workflow's options and what `.concurrency` and `.priority` set. */
+export interface DefinitionOptions extends WorkflowOptions {
+  readonly concurrency?: ConcurrencyOptions<unknown>;
+  /** Workers take a tenant's due runs by priority, higher first (Default: 0). */
+  readonly priority?: number;
+}
+
 /** @internal One item of a definition: a phase, a step, a parallel item, a sleep or a wait for a signal. */
 export type Item =
   | {
@@ -169,7 +212,7 @@ export interface Definition {
   readonly schema: z.ZodType | undefined;
   readonly items: readonly Item[];
   readonly respond: (ctx: RunInfo<unknown, unknown>) => ResponseSpec<unknown> | Promise<ResponseSpec<unknown>>;
-  readonly options: Readonly<WorkflowOptions>;
+  readonly options: Readonly<DefinitionOptions>;
   /** The body `runOnce` answers with (status 202) when a run suspends; absent = `null`. */
   readonly accepted: ((info: RunInfo<unknown, unknown>) => unknown) | undefined;
   /**

@@ -80,6 +80,8 @@ describe("workflow definition: .parallel", () => {
     expect(branch({ retrys: 2 })).toThrow(InvalidOptionError);
     expect(branch({ retrys: 2 })).toThrow(/branch 'a'.*retries/s);
     expect(branch({ timeoutMs: 0 })).toThrow(/timeoutMs must be an integer/);
+    expect(branch({ rateLimit: "provider" })).toThrow(InvalidOptionError);
+    expect(branch({ rateLimit: "provider" })).toThrow(/rateLimit is not supported on a parallel branch/);
     const item = (options: object) => () =>
       workflow("w").parallel("fan", (p) => p.step("a", () => ({})), options as never);
     expect(item({ concurrency: 1 })).not.toThrow();

@@ -1,5 +1,5 @@
 /** The branches of a `.parallel` item, declared with their own immutable builder. */
-import { WorkflowDefinitionError } from "../errors.js";
+import { InvalidOptionError, WorkflowDefinitionError } from "../errors.js";
 import { PARALLEL_OPTIONS } from "../options/known-options.js";
 import { intOption } from "../options/option-checks.js";
 import { checkOptions } from "../options/option-shape.js";
@@ -59,6 +59,13 @@ export class ParallelBuilder<I, S, R> {
     const where = `${this.#where}, branch '${name}'`;
     if (typeof fn !== "function") throw new WorkflowDefinitionError(`${where} needs a function`);
     checkStepOptions(where, options);
+    if ((options as { rateLimit?: unknown }).rateLimit !== undefined) {
+      // A branch does not take rate tokens (yet): refused rather than ignored.
+      throw new InvalidOptionError(
+        "rateLimit",
+        `${where}: rateLimit is not supported on a parallel branch; use a step`,
+      );
+    }
     if (this.#branches.some((b) => b.name === name)) {
       throw new WorkflowDefinitionError(
         `${this.#where} already has a branch named '${name}'; branch names must be unique`,

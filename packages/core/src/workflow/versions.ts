@@ -141,3 +141,8 @@ export function deployedByName(where: string, workflows: unknown): Map<string, r
   for (const list of byName.values()) list.sort(newestFirst);
   return byName;
 }
+
+/** The `.priority` of the newest deployed version of each of `names` (0 when it sets none), in that order. */
+export function prioritiesOf(byName: ReadonlyMap<string, readonly Definition[]>, names: readonly string[]): number[] {
+  return names.map((name) => byName.get(name)?.[0]?.options.priority ?? 0);
+}

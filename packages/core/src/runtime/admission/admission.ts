@@ -106,8 +106,8 @@ export interface AdmissionSteps<F extends FoundKey, R> {
   claim(): Promise<KeyLook<F>>;
   /** Take a key whose completed record is past retention and tombstone; false when it changed meanwhile. */
   reclaimExpired(): Promise<boolean>;
-  /** The key is this call's: start. */
-  claimed(): Promise<R>;
+  /** The key is this call's: start; or the ms until it may start (over a concurrency limit). */
+  claimed(): Promise<R | number>;
   /** The key names this same request: answer, or "again", or the ms until its holder may let it go. */
   existing(found: F): Promise<R | "again" | number>;
   /** Another attempt holds the key for `retryAfterMs`: throw the 409, or return to look again. */

@@ -7,17 +7,29 @@ import type { Kysely, Transaction } from "kysely";
 import { WorkflowDefinitionError, WorkflowUsageError } from "../../errors.js";
 import { newId } from "../../ids.js";
 import { ENQUEUE_REQUEST } from "../../options/known-options.js";
+import { MAX_PRIORITY } from "../../options/limits.js";
+import { intOption } from "../../options/option-checks.js";
 import type { EnqueuedRun, EnqueueOutcome } from "../../store/enqueue.js";
 import { enqueueRun, reclaimExpiredForEnqueue } from "../../store/enqueue.js";
 import type { Executor } from "../../store/run-store.js";
 import type { Workflow } from "../../workflow/definition.js";
 import type { EngineContext } from "../engine-context.js";
+import { slotFor } from "../execution/concurrency-slot.js";
 import type { FoundKey, KeyLook } from "./admission.js";
 import { admit, checkRequest, tombstoneMsOf } from "./admission.js";
 import type { RunOnceRequest } from "./run-once.js";
 
-/** The arguments of one `enqueue` call: the run's key and input, as for `runOnce`. */
-export type EnqueueRequest<In> = Omit<RunOnceRequest<In>, "waitInFlightMs">;
+/** The arguments of one `enqueue` call: the run's key and input, as for `runOnce`, and its priority. */
+export type EnqueueRequest<In> = Omit<RunOnceRequest<In>, "waitInFlightMs"> & {
+  /**
+   * Workers take a tenant's due runs by priority, higher first, within each
+   * tenant's fair share: an integer from -2 147 483 647 to 2 147 483 647
+   * (Default: the workflow's `.priority`, else 0). Kept with the run: a
+   * later change of the workflow's priority does not reorder it. A key that
+   * already names the same request keeps the priority it was enqueued with.
+   */
+  priority?: number;
+};
 
 /** What `enqueue` did. */
 export interface EnqueueResult {
@@ -46,6 +58,9 @@ export async function enqueue<DB, In>(
   }
   ctx.workflows.rememberCalled(def);
   const checked = await checkRequest(def, request, "enqueue", ENQUEUE_REQUEST, ctx.maxPayloadBytes);
+  const priority = intOption("enqueue", "priority", request.priority, -MAX_PRIORITY, MAX_PRIORITY);
+  // Only checked here (a key function that fails leaves no run); the worker that takes the run computes it again.
+  slotFor(def, { input: checked.input, tenantId: checked.tenantId, key: checked.key });
   const run: EnqueuedRun = {
     tenantId: checked.tenantId,
     key: checked.key,
@@ -59,6 +74,7 @@ export async function enqueue<DB, In>(
     parsedInputHash: checked.parsedHash,
     retentionMs: def.options.retentionMs ?? ctx.retentionMs,
     tombstoneMs: tombstoneMsOf(def),
+    priority: priority ?? def.options.priority ?? null,
   };
   // The caller's transaction, without its plugins (see `createContext`).
   const on = (tx as unknown as Executor).withoutPlugins();

@@ -10,6 +10,7 @@ import { MAX_TIMER_MS } from "../../options/limits.js";
 import { intOption } from "../../options/option-checks.js";
 import type { NewRun } from "../../store/claim.js";
 import { claimNewKey, reclaimExpiredKey, takeOverExpiredLease } from "../../store/claim.js";
+import type { SlotRequest } from "../../store/concurrency-slots.js";
 import { takeDueRun } from "../../store/due-runs.js";
 import type { ExistingRun } from "../../store/run-store.js";
 import type { ClaimResult, SpanScope } from "../../telemetry/telemetry.js";
@@ -18,6 +19,7 @@ import { versionsOf } from "../../workflow/versions.js";
 import type { EngineContext } from "../engine-context.js";
 import { leaseFor, runAttributes } from "../engine-context.js";
 import { translateEntryErrors } from "../entry-errors.js";
+import { retryAfterOverLimit, slotFor, takeSlot } from "../execution/concurrency-slot.js";
 import { execute } from "../execution/executor.js";
 import { DEFAULT_MAX_ATTEMPTS, reportParkedByTakeover, resumeTaken } from "../execution/resume.js";
 import type { RunResult } from "../execution/run-result.js";
@@ -93,13 +95,15 @@ async function claimAndRun<In, B>(
   const checked = await checkRequest(def, request, "runOnce", RUN_ONCE_REQUEST, ctx.maxPayloadBytes);
   const runLease = leaseFor(ctx, def);
   const { tenantId, key } = checked;
+  // Computed before anything is claimed: a key function that fails leaves no record.
+  const slot = slotFor(def, { input: checked.input, tenantId, key });
 
   const waitMs = intOption("runOnce", "waitInFlightMs", request.waitInFlightMs, 0, MAX_TIMER_MS, 0);
   const deadline = performance.now() + waitMs;
   let watch: Watch | undefined;
   let pause = FIRST_PAUSE_MS;
   let fresh: NewRun | undefined;
-  const call: Call = { ctx, def, checked, runLease, span, claimed };
+  const call: Call = { ctx, def, checked, runLease, span, claimed, slot };
   try {
     return await admit<ExistingRun, RunResult<B>>(checked, def.name, {
       claim: () => {
@@ -107,8 +111,9 @@ async function claimAndRun<In, B>(
         return claimNewKey(ctx.db, ctx.tables, fresh);
       },
       reclaimExpired: () => reclaimExpiredKey(ctx.db, ctx.tables, fresh as NewRun),
-      claimed: () => start(call, fresh as NewRun) as Promise<RunResult<B>>,
-      existing: (found) => answerExisting(call, found) as Promise<RunResult<B> | "again" | number>,
+      // Over the concurrency limit, the run waits stepped aside: answered as a key in progress.
+      claimed: () => retryAfterOverLimit(start(call, fresh as NewRun)) as Promise<RunResult<B> | number>,
+      existing: (found) => retryAfterOverLimit(answerExisting(call, found)) as Promise<RunResult<B> | "again" | number>,
       /**
        * Another attempt holds the key: answer 409 now, or, within
        * `waitInFlightMs`, pause (no connection held) and look again.
@@ -138,6 +143,8 @@ interface Call {
   readonly runLease: number;
   readonly span: SpanScope;
   readonly claimed: Report;
+  /** The slots of the workflow's `.concurrency` key; absent without one. */
+  readonly slot: SlotRequest | undefined;
 }
 
 /** The run a claim inserts: new ids each round. */
@@ -160,13 +167,16 @@ function newRun({ ctx, def, checked, runLease }: Call): NewRun {
   };
 }
 
-/** The key is this call's: run the workflow from its first item. */
-function start({ ctx, def, checked, runLease, span, claimed }: Call, fresh: NewRun): Promise<RunResult<unknown>> {
+/** The key is this call's: take a slot when the workflow has a limit, and run the workflow from its first item. */
+async function start(call: Call, fresh: NewRun): Promise<RunResult<unknown>> {
+  const { ctx, def, checked, runLease, span, claimed, slot } = call;
   claimed("new");
   span.set({ "idempo.attempt": 1 });
+  const own = { tenantId: checked.tenantId, key: checked.key, runId: fresh.runId, ownerToken: fresh.ownerToken };
+  if (slot) await takeSlot(ctx.db, ctx.tables, own, slot);
   return execute(ctx.executorDeps(), {
     def,
-    own: { tenantId: checked.tenantId, key: checked.key, runId: fresh.runId, ownerToken: fresh.ownerToken },
+    own,
     attempt: 1,
     input: checked.input,
     state: Object.freeze({}),
@@ -174,6 +184,7 @@ function start({ ctx, def, checked, runLease, span, claimed }: Call, fresh: NewR
     leaseMs: runLease,
     span,
     attemptTimeoutMs: def.options.attemptTimeoutMs ?? ctx.attemptTimeoutMs,
+    ...(slot ? { slot: slot.limitKey } : {}),
   });
 }
 

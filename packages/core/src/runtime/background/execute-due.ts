@@ -9,12 +9,14 @@ import { keyHash } from "../../telemetry/telemetry.js";
 import type { Definition } from "../../workflow/definition.js";
 import type { EngineContext } from "../engine-context.js";
 import { leaseFor, runAttributes } from "../engine-context.js";
+import { unlessOverLimit } from "../execution/concurrency-slot.js";
 import { resumeTaken } from "../execution/resume.js";
 import type { RunResult } from "../execution/run-result.js";
 
 /**
  * Take the due run `(tenantId, key)` and run it from its recovery point;
- * null when another worker or a client retry took it first. `deployed` are
+ * null when another worker or a client retry took it first, or when it is
+ * over its concurrency limit (it waits, due, for a free slot). `deployed` are
  * the versions of its workflow this process knows, newest first.
  */
 export async function executeDue(
@@ -41,8 +43,11 @@ export async function executeDue(
     span.set({ "idempo.claim.result": "resume" });
     try {
       const own = { tenantId, key, ownerToken };
-      const result = await resumeTaken(ctx, { deployed, taken, own, leaseMs: runLease, span, how: "due" });
-      span.set({ "idempo.outcome": result.outcome, "idempo.replayed": false });
+      // Over its concurrency limit, the run was stepped aside: a later round takes it when a slot frees.
+      const result = await unlessOverLimit(
+        resumeTaken(ctx, { deployed, taken, own, leaseMs: runLease, span, how: "due" }),
+      );
+      if (result) span.set({ "idempo.outcome": result.outcome, "idempo.replayed": false });
       return result;
     } catch (error) {
       telemetry.log(

@@ -10,7 +10,7 @@ import { intOption } from "../../options/option-checks.js";
 import { checkOptions } from "../../options/option-shape.js";
 import { selectDueRuns } from "../../store/due-runs.js";
 import type { Definition, Workflow } from "../../workflow/definition.js";
-import { deployedByName } from "../../workflow/versions.js";
+import { deployedByName, prioritiesOf } from "../../workflow/versions.js";
 import type { EngineContext } from "../engine-context.js";
 import { executeDue } from "./execute-due.js";
 
@@ -67,7 +67,8 @@ export async function resumeDueRuns(ctx: EngineContext, options: ResumeDueOption
   const limit = intOption("resumeDue", "limit", options.limit, 1, 10_000, 100);
   const resumed: DueReport["resumed"][number][] = [];
   const failed: DueReport["failed"][number][] = [];
-  for (const due of await selectDueRuns(ctx.db, ctx.tables, [...byName.keys()], limit)) {
+  const names = [...byName.keys()];
+  for (const due of await selectDueRuns(ctx.db, ctx.tables, names, limit, prioritiesOf(byName, names))) {
     const run = { tenantId: due.tenantId, key: due.key, workflow: due.workflow };
     try {
       const result = await executeDue(ctx, byName.get(due.workflow) as readonly Definition[], due.tenantId, due.key);

@@ -14,6 +14,7 @@ import type { Definition, Workflow } from "../../workflow/definition.js";
 import { deployedByName } from "../../workflow/versions.js";
 import type { EngineContext } from "../engine-context.js";
 import { leaseFor, runAttributes } from "../engine-context.js";
+import { unlessOverLimit } from "../execution/concurrency-slot.js";
 import { DEFAULT_MAX_ATTEMPTS, reportParkedByTakeover, resumeTaken } from "../execution/resume.js";
 
 /** Options of `resumeStale`. */
@@ -78,15 +79,11 @@ export async function resumeStale(ctx: EngineContext, opts: ResumeStaleOptions):
           telemetry.count("claims", { "idempo.workflow": stale.workflow, "idempo.claim.result": "takeover" });
           span.set({ "idempo.claim.result": "takeover" });
           const own = { tenantId: stale.tenantId, key: stale.key, ownerToken };
-          const result = await resumeTaken(ctx, {
-            deployed: versions,
-            taken: taken.run,
-            own,
-            leaseMs: runLease,
-            span,
-            how: "takeover",
-          });
-          span.set({ "idempo.outcome": result.outcome, "idempo.replayed": false });
+          // Over its concurrency limit, the run was stepped aside (due): a worker or a retry takes it later.
+          const result = await unlessOverLimit(
+            resumeTaken(ctx, { deployed: versions, taken: taken.run, own, leaseMs: runLease, span, how: "takeover" }),
+          );
+          if (result) span.set({ "idempo.outcome": result.outcome, "idempo.replayed": false });
           return result;
         },
       );

@@ -10,7 +10,7 @@ import { intOption } from "../../options/option-checks.js";
 import { checkOptions } from "../../options/option-shape.js";
 import { msUntilNextWake, selectDueRuns } from "../../store/due-runs.js";
 import type { Definition } from "../../workflow/definition.js";
-import { deployedByName } from "../../workflow/versions.js";
+import { deployedByName, prioritiesOf } from "../../workflow/versions.js";
 import type { EngineContext } from "../engine-context.js";
 import { LoopErrors } from "../entry-errors.js";
 import { startDueLoop } from "./due-loop.js";
@@ -50,7 +50,8 @@ export interface WorkerOptions extends ResumeStaleOptions, ListenCheckOptions {
   /**
    * Most runs of one workflow this worker executes at once, by workflow
    * name (Default: no limit beyond `concurrency`). A limit per worker: with
-   * N workers a workflow may run N times its limit.
+   * N workers a workflow may run N times its limit. For a limit every
+   * process shares, use the workflow's `.concurrency({ key, max })`.
    */
   workflowConcurrency?: Readonly<Record<string, number>>;
   /**
@@ -130,7 +131,7 @@ export function startWorker(ctx: EngineContext, opts: WorkerOptions, beside?: Be
     { workflows: [...byName.keys()], concurrency, limits, pollMs: intervalMs, listen: opts.listen, ...checks },
     {
       select: async (workflows, max) => {
-        const runs = await selectDueRuns(ctx.db, ctx.tables, workflows, max);
+        const runs = await selectDueRuns(ctx.db, ctx.tables, workflows, max, prioritiesOf(byName, workflows));
         errors.ok();
         return runs;
       },

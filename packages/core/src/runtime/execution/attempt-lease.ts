@@ -1,4 +1,5 @@
 import { AttemptTimeoutError, LeaseLostError } from "../../errors.js";
+import { renewSlotLease } from "../../store/concurrency-slots.js";
 import { renewLease } from "../../store/progress.js";
 import { giveUpOwnLease } from "../../store/transitions.js";
 import { keyHash } from "../../telemetry/telemetry.js";
@@ -32,9 +33,12 @@ export class AttemptLease implements LeaseOps {
 
   renew(): Promise<boolean> {
     const deps = this.#deps;
-    return deps.silentHeartbeat
-      ? Promise.resolve(true)
-      : renewLease(deps.db, deps.tables, this.#plan.own, this.#plan.leaseMs);
+    const { own, leaseMs, slot } = this.#plan;
+    if (deps.silentHeartbeat) return Promise.resolve(true);
+    // A slot's holder renews only while the slot is still its own (see renewSlotLease).
+    return slot === undefined
+      ? renewLease(deps.db, deps.tables, own, leaseMs)
+      : renewSlotLease(deps.db, deps.tables, own, leaseMs, slot);
   }
 
   giveUp(): Promise<unknown> {

@@ -3,6 +3,7 @@
  * bounds) and the engine's dependencies the executor and its item runners share.
  */
 import type { JsonObject } from "../../json/json-value.js";
+import type { Bucket } from "../../store/rate-limits.js";
 import type { Executor, Ownership, Tables } from "../../store/run-store.js";
 import type { SpanScope, Telemetry } from "../../telemetry/telemetry.js";
 import type { Definition } from "../../workflow/definition.js";
@@ -21,6 +22,8 @@ export interface Plan {
   readonly span: SpanScope;
   /** The attempt bound: past it the attempt gives the key up and its signal aborts. */
   readonly attemptTimeoutMs: number;
+  /** The concurrency key whose slot the attempt holds (its heartbeat keeps it); absent without `.concurrency`. */
+  readonly slot?: string;
 }
 
 export interface ExecutorDeps {
@@ -37,4 +40,6 @@ export interface ExecutorDeps {
   readonly silentHeartbeat: boolean;
   /** The bound on each stored value, in canonical JSON UTF-8 bytes (`maxPayloadBytes`). */
   readonly maxPayloadBytes: number;
+  /** The engine's rate limits by name (`rateLimits`), for steps with a `rateLimit`. */
+  readonly rateLimits: ReadonlyMap<string, Bucket>;
 }

@@ -9,6 +9,7 @@ import type { SpanScope, Telemetry } from "../../telemetry/telemetry.js";
 import { keyHash } from "../../telemetry/telemetry.js";
 import type { Definition } from "../../workflow/definition.js";
 import type { EngineContext } from "../engine-context.js";
+import { slotFor, takeSlot } from "./concurrency-slot.js";
 import { execute } from "./executor.js";
 import { pickDefinition } from "./resumable.js";
 import type { RunResult } from "./run-result.js";
@@ -29,7 +30,12 @@ export interface TakenAttempt {
   readonly how: "takeover" | "due";
 }
 
-/** Resume a taken run under the deployed version that fits it. */
+/**
+ * Resume a taken run under the deployed version that fits it, first taking
+ * a slot of its `.concurrency` key when it has one.
+ *
+ * @throws OverLimit when every slot is held: the run was stepped aside (see `concurrency-slot.ts`).
+ */
 export async function resumeTaken(ctx: EngineContext, attempt: TakenAttempt): Promise<RunResult<unknown>> {
   const { deployed, taken, own, span } = attempt;
   span.set({ "idempo.attempt": taken.attempt });
@@ -48,16 +54,20 @@ export async function resumeTaken(ctx: EngineContext, attempt: TakenAttempt): Pr
     );
   }
   const picked = pickDefinition(deployed, taken);
+  const input = await reparseInput(picked, JSON.parse(taken.input) as JsonValue, taken.parsedInputHash);
+  const slot = slotFor(picked, { input, tenantId: own.tenantId, key: own.key });
+  if (slot) await takeSlot(ctx.db, ctx.tables, own, slot);
   return execute(ctx.executorDeps(), {
     def: picked,
     own: { ...own, runId: taken.runId },
     attempt: taken.attempt,
-    input: await reparseInput(picked, JSON.parse(taken.input) as JsonValue, taken.parsedInputHash),
+    input,
     state: deepFreeze(JSON.parse(taken.state) as JsonObject),
     recoveryPoint: taken.recoveryPoint,
     leaseMs: attempt.leaseMs,
     span,
     attemptTimeoutMs: picked.options.attemptTimeoutMs ?? ctx.attemptTimeoutMs,
+    ...(slot ? { slot: slot.limitKey } : {}),
   });
 }
 

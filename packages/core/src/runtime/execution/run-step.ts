@@ -6,6 +6,7 @@ import { keyHash } from "../../telemetry/telemetry.js";
 import { FailThrow } from "./control-flow.js";
 import type { ItemRun, Outcome } from "./item-run.js";
 import { advanced, completeWithFailure, control, itemProgress, withResponse } from "./item-run.js";
+import { awaitRetryToken, awaitToken } from "./rate-token.js";
 import { callStep } from "./step-call.js";
 import { StepTries } from "./step-tries.js";
 
@@ -18,6 +19,12 @@ export async function runStep(run: ItemRun<"step">): Promise<Outcome> {
   const where = `step '${item.name}'`;
   const idempotencyKey = deriveStepKey(plan.own.tenantId, plan.own.key, plan.def.name, item.name);
   if (span.recording) span.set({ "idempo.step.derived_key.hash": keyHash(plan.own.tenantId, idempotencyKey) });
+  const rateLimit = item.options.rateLimit;
+  if (rateLimit !== undefined) {
+    // A token first: a run suspended for one has not started the step.
+    const suspended = await awaitToken(run, rateLimit, item.options.timeoutMs ?? null);
+    if (suspended) return suspended;
+  }
   const started = await recordStepStarted(deps.db, deps.tables, plan.own, {
     name: item.name,
     attempt: plan.attempt,
@@ -42,10 +49,11 @@ export async function runStep(run: ItemRun<"step">): Promise<Outcome> {
     if (outcome === "succeeded") {
       const ctl = control();
       let retries = 0;
-      const onRetry = () => {
+      const onRetry = async () => {
         retries++;
         span.set({ "idempo.step.retries": retries });
         deps.telemetry.count("stepRetries", { "idempo.workflow": plan.def.name, "idempo.item": item.name });
+        if (rateLimit !== undefined) await awaitRetryToken(run, rateLimit);
       };
       result = await lease.until(
         callStep(

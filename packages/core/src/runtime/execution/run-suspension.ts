@@ -15,7 +15,7 @@ import type { RunResult } from "./run-result.js";
 import { bodyText, checkWaitPayload, discardReason } from "./values.js";
 
 /** The 202 a suspension answers with: the workflow's `accepted` body, or null. */
-async function suspendedResult(
+export async function suspendedResult(
   plan: Plan,
   info: RunInfo<unknown, unknown>,
   maxBytes: number,

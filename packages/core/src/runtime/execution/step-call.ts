@@ -34,7 +34,7 @@ export interface LeaseSignal {
 }
 
 /**
- * Call the step, retrying as its options allow; `onRetry` hears of each retry, `tries` of each call's
+ * Call the step, retrying as its options allow; `onRetry` hears of each retry (and may hold it), `tries` of each call's
  * end. `lease` aborts everything. The error that ends the calls is rethrown as it is, marked with the
  * step it came from (`where`).
  */
@@ -44,7 +44,7 @@ export async function callStep(
   control: RunControl,
   idempotencyKey: string,
   lease: LeaseSignal,
-  onRetry: () => void,
+  onRetry: () => void | Promise<void>,
   where: Omit<StepFailure, "tries" | "retryable">,
   tries: StepTries,
 ): Promise<unknown> {
@@ -83,7 +83,7 @@ export async function callStep(
         markStepFailure(error, { ...where, tries: tryNo + 1, retryable: again });
         throw error;
       }
-      onRetry();
+      await onRetry();
       await abortable(Math.random() * Math.min(maxBackoffMs, backoffMs * 2 ** tryNo), lease.abortSignal);
     }
   }

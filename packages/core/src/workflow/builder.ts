@@ -19,18 +19,15 @@ import { outlineEntry, outlineHash } from "./definition.js";
 import {
   checkConcurrency,
   checkInputSchema,
+  checkName,
   checkNewItem,
   checkStepOptions,
   checkWaitForOptions,
 } from "./item-checks.js";
-import type { ParallelBuilder } from "./parallel-builder.js";
+import type { Merge, ParallelBuilder } from "./parallel-builder.js";
 import { parallelItem } from "./parallel-builder.js";
 import type { Versioning } from "./versions.js";
 import { checkVersion, olderVersions, UNVERSIONED } from "./versions.js";
-
-type Simplify<T> = { [K in keyof T]: T[K] } & {};
-/** The state after merging a phase or step result `O` into `S`. */
-type Merge<S, O> = O extends object ? Simplify<Omit<S, keyof O> & O> : S;
 
 /** What a phase or step may return: an object merged into `state`, or nothing. */
 export type StateUpdate = object | undefined | void;

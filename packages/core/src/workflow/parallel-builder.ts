@@ -7,7 +7,10 @@ import type { StepContext } from "./context.js";
 import type { Branch, Item, ParallelOptions, StepOptions } from "./definition.js";
 import { checkName, checkStepOptions } from "./item-checks.js";
 
+/** A type with its intersections flattened, for readable hovers. */
 type Simplify<T> = { [K in keyof T]: T[K] } & {};
+/** The state after merging a phase or step result `O` into `S`. */
+export type Merge<S, O> = O extends object ? Simplify<Omit<S, keyof O> & O> : S;
 
 /** What a branch's result is in state: its value, with nothing returned stored as `null`. */
 export type BranchResult<O> = O extends undefined | void ? null : O;

@@ -902,6 +902,10 @@ DECLARE
   v_text text;
   v_bad boolean;
 BEGIN
+  -- A member or element of a container at depth 512 is at 513: refused before the recursion goes deeper.
+  IF p_depth >= 512 AND v_type IN ('object', 'array') AND p_value NOT IN ('{}'::jsonb, '[]'::jsonb) THEN
+    RETURN NULL;
+  END IF;
   IF v_type = 'object' THEN
     SELECT '{' || coalesce(string_agg(m.member, ',' ORDER BY m.sort_key COLLATE "C"), '') || '}',
            coalesce(bool_or(m.member IS NULL), false)
@@ -927,11 +931,7 @@ BEGIN
   ELSE
     RETURN p_value::text;
   END IF;
-  -- A member or element of a container at depth 512 is at 513.
-  IF v_bad OR (p_depth >= 512 AND v_text NOT IN ('{}', '[]')) THEN
-    RETURN NULL;
-  END IF;
-  RETURN v_text;
+  RETURN CASE WHEN v_bad THEN NULL ELSE v_text END;
 END
 $$;
 
@@ -956,39 +956,52 @@ $$;
 
 -- The first thing canonical_json_at refuses in a value, as
 -- `<path>: <message>` with the path after p_root; NULL when there is none.
-CREATE OR REPLACE FUNCTION json_issue(p_value jsonb, p_root text, p_segments text[], p_depth integer) RETURNS text
-LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE AS $$
+-- Depth first, members in jsonb's order, without recursion (a stack of
+-- what is left to look at), so a deep value costs no server stack.
+CREATE OR REPLACE FUNCTION json_issue(p_value jsonb, p_root text) RETURNS text
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE SET search_path FROM CURRENT AS $$
 DECLARE
-  v_type text := jsonb_typeof(p_value);
-  v_issue text;
-  v_member record;
+  v_stack jsonb[] := ARRAY[jsonb_build_object('v', p_value, 'p', '[]'::jsonb)];
+  v_size integer := 1;
+  v_top jsonb;
+  v_value jsonb;
+  v_path jsonb;
+  v_segments text[];
+  v_child record;
 BEGIN
-  IF p_depth > 512 THEN
-    RETURN json_path_text(p_root, p_segments) || ': nested deeper than 512 levels';
-  END IF;
-  IF v_type = 'number' THEN
-    IF canonical_number(p_value::text) IS NULL THEN
-      RETURN json_path_text(p_root, p_segments)
-             || ': number out of the range of a double (JSON numbers are read as IEEE 754 doubles)';
+  WHILE v_size > 0 LOOP
+    v_top := v_stack[v_size];
+    v_size := v_size - 1;
+    v_value := v_top -> 'v';
+    v_path := v_top -> 'p';
+    IF jsonb_array_length(v_path) > 512 THEN
+      v_segments := ARRAY(SELECT jsonb_array_elements_text(v_path));
+      RETURN json_path_text(p_root, v_segments) || ': nested deeper than 512 levels';
     END IF;
-  ELSIF v_type = 'object' THEN
-    FOR v_member IN SELECT e.key, e.value FROM jsonb_each(p_value) AS e LOOP
-      v_issue := json_issue(v_member.value, p_root,
-                            p_segments || CASE WHEN v_member.key ~ '^[A-Za-z_$][A-Za-z0-9_$]*$' THEN '.' || v_member.key
-                                               ELSE '.' || to_jsonb(v_member.key)::text END,
-                            p_depth + 1);
-      IF v_issue IS NOT NULL THEN
-        RETURN v_issue;
+    IF jsonb_typeof(v_value) = 'number' THEN
+      IF canonical_number(v_value::text) IS NULL THEN
+        v_segments := ARRAY(SELECT jsonb_array_elements_text(v_path));
+        RETURN json_path_text(p_root, v_segments)
+               || ': number out of the range of a double (JSON numbers are read as IEEE 754 doubles)';
       END IF;
-    END LOOP;
-  ELSIF v_type = 'array' THEN
-    FOR v_member IN SELECT a.value, a.n - 1 AS i FROM jsonb_array_elements(p_value) WITH ORDINALITY AS a (value, n) LOOP
-      v_issue := json_issue(v_member.value, p_root, p_segments || ('[' || v_member.i::text || ']'), p_depth + 1);
-      IF v_issue IS NOT NULL THEN
-        RETURN v_issue;
-      END IF;
-    END LOOP;
-  END IF;
+    ELSIF jsonb_typeof(v_value) IN ('object', 'array') THEN
+      -- Pushed last to first, so the first member is looked at first.
+      FOR v_child IN
+        SELECT e.n, jsonb_build_object('v', e.value, 'p', v_path || to_jsonb(
+                 CASE WHEN e.key ~ '^[A-Za-z_$][A-Za-z0-9_$]*$' THEN '.' || e.key ELSE '.' || to_jsonb(e.key)::text END)) AS item
+        FROM jsonb_each(CASE WHEN jsonb_typeof(v_value) = 'object' THEN v_value ELSE '{}' END)
+             WITH ORDINALITY AS e (key, value, n)
+        UNION ALL
+        SELECT a.n, jsonb_build_object('v', a.value, 'p', v_path || to_jsonb('[' || (a.n - 1)::text || ']'))
+        FROM jsonb_array_elements(CASE WHEN jsonb_typeof(v_value) = 'array' THEN v_value ELSE '[]' END)
+             WITH ORDINALITY AS a (value, n)
+        ORDER BY 1 DESC
+      LOOP
+        v_size := v_size + 1;
+        v_stack[v_size] := v_child.item;
+      END LOOP;
+    END IF;
+  END LOOP;
   RETURN NULL;
 END
 $$;
@@ -1014,7 +1027,7 @@ BEGIN
   END IF;
   v_text := canonical_json(p_value);
   IF v_text IS NULL THEN
-    PERFORM raise_error('IP002', 'invalid_input', 'invalid input: ' || json_issue(p_value, p_root, '{}', 0));
+    PERFORM raise_error('IP002', 'invalid_input', 'invalid input: ' || json_issue(p_value, p_root));
   END IF;
   IF octet_length(v_text) > p_max_bytes THEN
     PERFORM raise_error('IP003', 'payload_too_large',

@@ -20,7 +20,9 @@ if (!url) {
   console.error("set DATABASE_URL (a PostgreSQL server)");
   process.exit(2);
 }
-const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool: new pg.Pool({ connectionString: url, max: 4 }) }) });
+const db = new Kysely<Database>({
+  dialect: new PostgresDialect({ pool: new pg.Pool({ connectionString: url, max: 4 }) }),
+});
 const listen = new pg.Client({ connectionString: url });
 await listen.connect();
 const engine = createEngine({ db });

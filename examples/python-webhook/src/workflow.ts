@@ -4,10 +4,10 @@ import { z } from "zod";
 import type { Database } from "./billing.js";
 
 /** The `.waitFor` item the provider's webhook signals: the name the SQL function `signal` takes. */
-export const PAYMENT_RESULT = "payment_result";
+const PAYMENT_RESULT = "payment_result";
 
 /** What the webhook handler sends as the signal's payload. */
-export const paymentResult = z.object({ status: z.enum(["paid", "failed"]), reference: z.string().min(1) });
+const paymentResult = z.object({ status: z.enum(["paid", "failed"]), reference: z.string().min(1) });
 
 /**
  * Collect an invoice's payment. The Python service creates the invoice and
@@ -39,5 +39,9 @@ export const invoicePayment = workflow<Database>("invoice_payment")
   })
   .respond(({ input, state }) => ({
     status: 200,
-    body: { invoiceId: input.invoiceId, status: state[PAYMENT_RESULT].status, reference: state[PAYMENT_RESULT].reference },
+    body: {
+      invoiceId: input.invoiceId,
+      status: state[PAYMENT_RESULT].status,
+      reference: state[PAYMENT_RESULT].reference,
+    },
   }));

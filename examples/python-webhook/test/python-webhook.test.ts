@@ -140,7 +140,10 @@ describe.skipIf(!python)("the Python billing service and a TypeScript worker", (
       status: 422,
       body: { code: "key_mismatch", status: 422 },
     });
-    expect(await post({ ...paid, invoice: "inv-9999" })).toMatchObject({ status: 404, body: { code: "run_not_found" } });
+    expect(await post({ ...paid, invoice: "inv-9999" })).toMatchObject({
+      status: 404,
+      body: { code: "run_not_found" },
+    });
 
     expect(await engine.wait(TENANT, "inv-1001", { timeoutMs: 120_000 })).toMatchObject({
       status: 200,

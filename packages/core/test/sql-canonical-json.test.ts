@@ -9,8 +9,9 @@
  * values, random number spellings near every edge of the double range,
  * and the key rules of keys/key-validation.ts against `idempo.check_key`.
  */
-import { sql } from "kysely";
+
 import fc from "fast-check";
+import { sql } from "kysely";
 import { beforeAll, describe, expect, it } from "vitest";
 import { canonicalJson, fingerprintOf, requestFingerprint } from "../src/json/fingerprint.ts";
 import type { JsonValue } from "../src/json/json-value.ts";
@@ -54,8 +55,27 @@ function tsCanonical(text: string): string | null {
 
 /** Strings of every plane (no NUL: PostgreSQL's text cannot hold it), keys included. */
 const text = fc.string({ unit: "binary", maxLength: 12 }).filter((s) => !s.includes("\u0000"));
-const tricky = fc.constantFrom("", "a", "b", "aa", "\u007f", "é", "\u2028", "\ue000", "\uffff", "😀", "𝒳", "\u0001", '"', "\\");
-const key = fc.oneof(text, tricky, fc.tuple(tricky, tricky).map(([a, b]) => a + b));
+const tricky = fc.constantFrom(
+  "",
+  "a",
+  "b",
+  "aa",
+  "\u007f",
+  "é",
+  "\u2028",
+  "\ue000",
+  "\uffff",
+  "😀",
+  "𝒳",
+  "\u0001",
+  '"',
+  "\\",
+);
+const key = fc.oneof(
+  text,
+  tricky,
+  fc.tuple(tricky, tricky).map(([a, b]) => a + b),
+);
 const json: fc.Arbitrary<JsonValue> = fc.letrec<{ value: JsonValue }>((tie) => ({
   value: fc.oneof(
     { depthSize: "small", withCrossShrink: true },
@@ -122,16 +142,19 @@ describe("idempo.canonical_json is json/fingerprint.ts's canonical text", () => 
       "-0.0",
     );
     await fc.assert(
-      fc.asyncProperty(fc.array(fc.oneof(spelled, doubles, edges), { minLength: 100, maxLength: 100 }), async (nums) => {
-        const texts = nums.map((n) => `[${n}]`);
-        const expected = texts.map((tx) => {
-          // A nonzero spelling that JavaScript reads as 0 (below half the smallest double) is refused in SQL.
-          const read = JSON.parse(tx) as number[];
-          if (read[0] === 0 && /[1-9]/.test(tx.replace(/e.*$/i, ""))) return null;
-          return tsCanonical(tx);
-        });
-        expect(await sqlCanonical(texts)).toEqual(expected);
-      }),
+      fc.asyncProperty(
+        fc.array(fc.oneof(spelled, doubles, edges), { minLength: 100, maxLength: 100 }),
+        async (nums) => {
+          const texts = nums.map((n) => `[${n}]`);
+          const expected = texts.map((tx) => {
+            // A nonzero spelling that JavaScript reads as 0 (below half the smallest double) is refused in SQL.
+            const read = JSON.parse(tx) as number[];
+            if (read[0] === 0 && /[1-9]/.test(tx.replace(/e.*$/i, ""))) return null;
+            return tsCanonical(tx);
+          });
+          expect(await sqlCanonical(texts)).toEqual(expected);
+        },
+      ),
       { numRuns: 6 },
     );
   });

@@ -51,7 +51,10 @@ function invoiceWorkflow(name: string) {
       );
       return {};
     })
-    .respond(({ input, state }) => ({ status: 200, body: { invoiceId: input.invoiceId, reference: state.paid.reference } }));
+    .respond(({ input, state }) => ({
+      status: 200,
+      body: { invoiceId: input.invoiceId, reference: state.paid.reference },
+    }));
   return { wf, calls };
 }
 
@@ -134,11 +137,9 @@ describe("a run enqueued and signalled through SQL, executed by a TypeScript wor
       attempt: 1,
       expired: false,
     });
-    expect((rec.history as { kind: string; name: string; outcome: string }[]).map((h) => `${h.kind}:${h.name}:${h.outcome}`)).toEqual([
-      "phase:request:succeeded",
-      "wait:paid:succeeded",
-      "phase:settle:succeeded",
-    ]);
+    expect(
+      (rec.history as { kind: string; name: string; outcome: string }[]).map((h) => `${h.kind}:${h.name}:${h.outcome}`),
+    ).toEqual(["phase:request:succeeded", "wait:paid:succeeded", "phase:settle:succeeded"]);
     // A repeat after the run completed is still a duplicate, never an error.
     expect(await sqlSignal(t.db, T, "inv-1", "paid", { reference: "pay_1" })).toEqual({
       duplicate: true,
@@ -152,7 +153,9 @@ describe("a run enqueued and signalled through SQL, executed by a TypeScript wor
     const engine = createEngine({ db: t.db });
     worker(engine, [wf]);
     await until(async () => (await registeredVersions(t.db, "sql_invoice_discard")).length === 1, "registered");
-    expect(await sqlEnqueue(t.db, T, "inv-d", "sql_invoice_discard", { invoiceId: "inv-d", amountCents: 5 })).toBe(true);
+    expect(await sqlEnqueue(t.db, T, "inv-d", "sql_invoice_discard", { invoiceId: "inv-d", amountCents: 5 })).toBe(
+      true,
+    );
     await until(async () => (await sqlInspect(t.db, T, "inv-d"))?.waiting_for_name === "paid", "the run waits");
 
     // SQL cannot check the wait's schema: the bad payload is stored and wakes the run.
@@ -168,7 +171,9 @@ describe("a run enqueued and signalled through SQL, executed by a TypeScript wor
     await until(async () => (await discarded()).length === 1 && (await signalCount("inv-d")) === 0, "discarded");
     const entry = (await discarded())[0];
     expect(entry).toMatchObject({ kind: "wait", name: "paid" });
-    expect(entry?.error).toMatch(/^signal_discarded: the stored signal 'paid' fails the wait's schema \(\$\.reference: /);
+    expect(entry?.error).toMatch(
+      /^signal_discarded: the stored signal 'paid' fails the wait's schema \(\$\.reference: /,
+    );
     const waiting = await sqlInspect(t.db, T, "inv-d");
     expect(waiting).toMatchObject({ status: "suspended", waiting_for_kind: "signal", waiting_for_name: "paid" });
     expect((waiting.history as { outcome: string }[]).some((h) => h.outcome === "discarded")).toBe(true);
@@ -189,9 +194,9 @@ describe("a run enqueued and signalled through SQL, executed by a TypeScript wor
     const engine = createEngine({ db: t.db });
     worker(engine, [wf]);
     await until(async () => (await registeredVersions(t.db, "sql_invoice_bad_input")).length === 1, "registered");
-    expect(await sqlEnqueue(t.db, T, "inv-bad", "sql_invoice_bad_input", { invoiceId: "inv-bad", amountCents: -5 })).toBe(
-      true,
-    );
+    expect(
+      await sqlEnqueue(t.db, T, "inv-bad", "sql_invoice_bad_input", { invoiceId: "inv-bad", amountCents: -5 }),
+    ).toBe(true);
     await until(async () => (await sqlInspect(t.db, T, "inv-bad"))?.status === "parked", "parked");
     const rec = await sqlInspect(t.db, T, "inv-bad");
     expect(rec.parked_reason).toMatch(

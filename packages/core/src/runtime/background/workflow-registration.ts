@@ -11,10 +11,7 @@ import type { EngineContext } from "../engine-context.js";
 import { tombstoneMsOf } from "../engine-context.js";
 
 /** Register every deployed version of each workflow (each list newest first, as `deployedByName` gives it). */
-export async function registerWorkflows(
-  ctx: EngineContext,
-  deployed: Iterable<readonly Definition[]>,
-): Promise<void> {
+export async function registerWorkflows(ctx: EngineContext, deployed: Iterable<readonly Definition[]>): Promise<void> {
   const rows: WorkflowVersionRow[] = [];
   for (const versions of deployed) {
     for (const def of versions) {

@@ -129,6 +129,8 @@ describe("a run enqueued and signalled through SQL, executed by a TypeScript wor
     expect(await signalCount("inv-1")).toBe(1);
 
     const rec = await sqlInspect(t.db, T, "inv-1");
+    // A ULID, as the engine's run ids are.
+    expect(rec.run_id).toMatch(/^[0-9A-HJKMNP-TV-Z]{26}$/);
     expect(rec).toMatchObject({
       status: "completed",
       outcome: "succeeded",

@@ -3,7 +3,7 @@
  * leave it. One fresh database is migrated by the engine's runner, another
  * is built from the schema file, both in a schema that is not the default
  * (the file, like the migrations, names none), and their catalogs must
- * agree: tables and their columns (type, default, nullability, order),
+ * agree: tables and row types and their columns (type, default, nullability, order),
  * constraints, indexes, functions with their whole definitions, triggers.
  */
 import { readdirSync, readFileSync } from "node:fs";
@@ -61,7 +61,7 @@ async function describeSchema(client: pg.ClientBase): Promise<SchemaShape> {
     FROM pg_attribute a
     JOIN pg_class c ON c.oid = a.attrelid JOIN pg_namespace n ON n.oid = c.relnamespace
     LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum
-    WHERE n.nspname = $1 AND c.relkind = 'r' AND c.relname <> $2::text AND a.attnum > 0 AND NOT a.attisdropped
+    WHERE n.nspname = $1 AND c.relkind IN ('r', 'c') AND c.relname <> $2::text AND a.attnum > 0 AND NOT a.attisdropped
     ORDER BY c.relname, a.attnum`);
   const constraints = await rows(`
     SELECT c.relname || '.' || k.conname AS name, k.contype::text || ' ' || pg_get_constraintdef(k.oid) AS def
@@ -173,10 +173,13 @@ describe("migrations/current/schema.sql", () => {
       "outbox",
       "rate_limits",
       "run_history",
+      "run_record",
+      "run_summary",
       "runs",
       "schedules",
       "signals",
       "tombstones",
+      "workflow_versions",
     ]);
     expect(Object.keys(migrated.functions)).toContain(
       "renew_lease(p_tenant_id text, p_key text, p_owner_token text, p_lease_ms double precision)",

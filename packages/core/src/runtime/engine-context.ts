@@ -145,6 +145,14 @@ export function leaseFor(ctx: EngineContext, def: Definition): number {
   return runLease;
 }
 
+/** SPEC: a key stays refused for 7 days after its record expired, unless the workflow says otherwise. */
+const DEFAULT_TOMBSTONE_MS = 7 * 24 * 60 * 60 * 1000;
+
+/** The tombstone time a new run of `def` is created with (workflow option `tombstoneMs`). */
+export function tombstoneMsOf(def: Definition): number {
+  return def.options.tombstoneMs ?? DEFAULT_TOMBSTONE_MS;
+}
+
 /** Attributes that name a run on spans: the key only as a hash. */
 export function runAttributes(workflowName: string, tenantId: unknown, key: unknown) {
   return {

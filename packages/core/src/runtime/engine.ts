@@ -217,6 +217,9 @@ export interface Engine extends AdminApi, OperatorVerbs, OverviewApi {
    * and `sweep` every `intervalMs`, and fire due schedule ticks (see
    * `schedule`). Any number of workers (in any number of processes) may run
    * at once: each run is executed by one of them, each tick starts one run.
+   * Before its first round a worker registers the versions of its workflows
+   * in the database (table `workflow_versions`), so that programs in other
+   * languages can enqueue runs of them through SQL (docs/sql-api.md).
    * `await worker.stop()` waits for the runs it is finishing.
    * @example
    * ```ts

@@ -21,6 +21,8 @@ export interface Tables {
   readonly signals: RawBuilder<unknown>;
   readonly tombstones: RawBuilder<unknown>;
   readonly schedules: RawBuilder<unknown>;
+  /** The workflow versions workers registered for the SQL interface (migration 0017). */
+  readonly workflowVersions: RawBuilder<unknown>;
   /** The function naming a key in `tombstones` (migration 0010): `${t.keyDigest}(key)`. */
   readonly keyDigest: RawBuilder<unknown>;
   /** The function that completes a run (migration 0014); see `markCompleted` in progress.ts. */
@@ -41,6 +43,7 @@ export function tablesIn(schema: string, prepare = true): Tables {
     signals: sql.id(schema, "signals"),
     tombstones: sql.id(schema, "tombstones"),
     schedules: sql.id(schema, "schedules"),
+    workflowVersions: sql.id(schema, "workflow_versions"),
     keyDigest: sql.id(schema, "key_digest"),
     markCompleted: sql.id(schema, "mark_completed"),
   };

@@ -24,14 +24,6 @@ import { inputToJson, parsedInputHash, parseInput } from "../execution/values.js
 /** Claim rounds before giving up on a key that keeps changing under us (a 409 then). */
 const CLAIM_ROUNDS = 8;
 
-/** SPEC: a key stays refused for 7 days after its record expired, unless the workflow says otherwise. */
-const DEFAULT_TOMBSTONE_MS = 7 * 24 * 60 * 60 * 1000;
-
-/** The tombstone time a new run of `def` is claimed with (workflow option `tombstoneMs`). */
-export function tombstoneMsOf(def: Definition): number {
-  return def.options.tombstoneMs ?? DEFAULT_TOMBSTONE_MS;
-}
-
 /** A request whose key and input passed: what a claim stores. */
 export interface CheckedRequest {
   readonly tenantId: string;

@@ -14,9 +14,10 @@ import { enqueueRun, reclaimExpiredForEnqueue } from "../../store/enqueue.js";
 import type { Executor } from "../../store/run-store.js";
 import type { Workflow } from "../../workflow/definition.js";
 import type { EngineContext } from "../engine-context.js";
+import { tombstoneMsOf } from "../engine-context.js";
 import { slotFor } from "../execution/concurrency-slot.js";
 import type { FoundKey, KeyLook } from "./admission.js";
-import { admit, checkRequest, tombstoneMsOf } from "./admission.js";
+import { admit, checkRequest } from "./admission.js";
 import type { RunOnceRequest } from "./run-once.js";
 
 /** The arguments of one `enqueue` call: the run's key and input, as for `runOnce`, and its priority. */

@@ -17,7 +17,7 @@ import type { ClaimResult, SpanScope } from "../../telemetry/telemetry.js";
 import type { Definition, Workflow } from "../../workflow/definition.js";
 import { versionsOf } from "../../workflow/versions.js";
 import type { EngineContext } from "../engine-context.js";
-import { leaseFor, runAttributes } from "../engine-context.js";
+import { leaseFor, runAttributes, tombstoneMsOf } from "../engine-context.js";
 import { translateEntryErrors } from "../entry-errors.js";
 import { retryAfterOverLimit, slotFor, takeSlot } from "../execution/concurrency-slot.js";
 import { execute } from "../execution/executor.js";
@@ -27,7 +27,7 @@ import { storedResult } from "../execution/run-result.js";
 import type { Watch } from "../signal-delivery/completion-waiter.js";
 import { FIRST_PAUSE_MS, MAX_PAUSE_MS } from "../signal-delivery/completion-waiter.js";
 import type { CheckedRequest } from "./admission.js";
-import { admit, checkRequest, tombstoneMsOf } from "./admission.js";
+import { admit, checkRequest } from "./admission.js";
 
 /** The arguments of one `runOnce` call. */
 export interface RunOnceRequest<In> {

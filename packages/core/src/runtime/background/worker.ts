@@ -22,6 +22,7 @@ import type { NotificationSource } from "./notifications.js";
 import type { ResumeStaleOptions } from "./resume-stale.js";
 import { resumeStale } from "./resume-stale.js";
 import { sweep } from "./sweep.js";
+import { registerWorkflows } from "./workflow-registration.js";
 
 /** A running background worker. */
 export interface Worker {
@@ -117,9 +118,15 @@ export function startWorker(ctx: EngineContext, opts: WorkerOptions, beside?: Be
   const errors = new LoopErrors(ctx.tables.schema, at, opts.onError ?? (() => {}));
   const onError = (error: unknown) => errors.report(error);
   const checks = listenChecks(at, opts);
+  // Once per worker, before its first maintenance round: what the SQL interface's enqueue reads.
+  let registered = false;
   const maintenance = startLoop(
     intervalMs,
     async () => {
+      if (!registered) {
+        await registerWorkflows(ctx, byName.values());
+        registered = true;
+      }
       const report = await resumeStale(ctx, staleOptions);
       errors.ok();
       for (const f of report.failed) onError(f.error);

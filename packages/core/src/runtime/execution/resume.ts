@@ -3,8 +3,10 @@
  * (a suspended run whose time or signal came): under the deployed version
  * that fits it, from its recovery point, with its stored input and state.
  */
+import { InputValidationError, RunParkedError } from "../../errors.js";
 import type { JsonObject, JsonValue } from "../../json/json-value.js";
 import type { TakenRun } from "../../store/run-store.js";
+import { parkOwnRun } from "../../store/transitions.js";
 import type { SpanScope, Telemetry } from "../../telemetry/telemetry.js";
 import { keyHash } from "../../telemetry/telemetry.js";
 import type { Definition } from "../../workflow/definition.js";
@@ -54,7 +56,7 @@ export async function resumeTaken(ctx: EngineContext, attempt: TakenAttempt): Pr
     );
   }
   const picked = pickDefinition(deployed, taken);
-  const input = await reparseInput(picked, JSON.parse(taken.input) as JsonValue, taken.parsedInputHash);
+  const input = await storedInput(ctx, picked, taken, own);
   const slot = slotFor(picked, { input, tenantId: own.tenantId, key: own.key });
   if (slot) await takeSlot(ctx.db, ctx.tables, own, slot);
   return execute(ctx.executorDeps(), {
@@ -69,6 +71,34 @@ export async function resumeTaken(ctx: EngineContext, attempt: TakenAttempt): Pr
     attemptTimeoutMs: picked.options.attemptTimeoutMs ?? ctx.attemptTimeoutMs,
     ...(slot ? { slot: slot.limitKey } : {}),
   });
+}
+
+/**
+ * The stored input as the schema parses it. An input that fails the schema
+ * (one enqueued through SQL, which cannot check it; or a schema made
+ * stricter since the claim) can never pass, so the run is parked at once,
+ * with the schema's issues as its reason, instead of failing attempt after
+ * attempt.
+ *
+ * @throws RunParkedError when it parked the run.
+ */
+async function storedInput(
+  ctx: EngineContext,
+  def: Definition,
+  taken: TakenRun,
+  own: TakenAttempt["own"],
+): Promise<unknown> {
+  try {
+    return await reparseInput(def, JSON.parse(taken.input) as JsonValue, taken.parsedInputHash);
+  } catch (error) {
+    if (!(error instanceof InputValidationError)) throw error;
+    const issues = error.issues.map((i) => `${i.path}: ${i.message}`).join("; ");
+    const reason =
+      `the stored input fails the input schema of workflow '${def.name}' version ${def.version} (${issues}); ` +
+      "an input enqueued through SQL is checked only when a worker takes the run: cancel it, or change the schema and unpark it";
+    if (!(await parkOwnRun(ctx.db, ctx.tables, { ...own, runId: taken.runId }, reason))) throw error;
+    throw new RunParkedError(own.tenantId, own.key, reason);
+  }
 }
 
 /** A takeover that would have started attempt maxAttempts + 1 parked the run instead: count and log it. */

@@ -291,9 +291,6 @@ CREATE INDEX schedules_due ON schedules (next_tick_at) WHERE NOT paused;
 
 -- ===========================================================================
 -- Concurrency slots and rate limits (0018)
--- ====================================================================);
-
-
 -- ===========================================================================
 
 -- One row per slot of each concurrency key (`.concurrency({ key, max })`),
@@ -320,7 +317,10 @@ CREATE TABLE rate_limits (
   tokens      double precision NOT NULL,
   refilled_at timestamptz      NOT NULL,
   CONSTRAINT rate_limits_pkey PRIMARY KEY (name)
-=======
+);
+
+
+-- ===========================================================================
 -- Workflow versions and the SQL interface's row types (0017)
 -- ===========================================================================
 

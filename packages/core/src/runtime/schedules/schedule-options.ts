@@ -21,7 +21,7 @@ export type CatchUp = CatchUpMode;
 export interface ScheduleTick {
   /** The schedule's name. */
   readonly schedule: string;
-  /** The instant the cron expression named (not when a worker got to it). */
+  /** The instant the cron expression named (not when a worker got to it); a fresh copy for each call. */
   readonly at: Date;
   /** The key of the run this tick starts: `schedule:<name>:<at as ISO 8601 UTC>`. */
   readonly key: string;
@@ -47,7 +47,9 @@ export interface ScheduleOptions<In> {
    * so only processes that called `schedule` with it fire this schedule;
    * it must be a pure function of the tick (two workers may both call it
    * for one tick). Also called once by `schedule` itself, for the first
-   * tick, to check its result against the workflow's schema.
+   * tick, to check its result against the workflow's schema. A firing
+   * round waits for it at most the workflow's lease, then rolls back (the
+   * tick is fired again by a later round); an error it throws skips the tick.
    */
   input?: (tick: ScheduleTick) => In | Promise<In>;
   /**

@@ -48,7 +48,10 @@ export function parseSchema(value: string): string {
  */
 export function checkScheduleName(command: Command, name: string): void {
   if (!/^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/.test(name)) {
-    usageError(command, "a schedule's name is 1 to 128 letters, digits, '.', '_' or '-', starting with a letter or digit");
+    usageError(
+      command,
+      "a schedule's name is 1 to 128 letters, digits, '.', '_' or '-', starting with a letter or digit",
+    );
   }
 }
 

@@ -7,6 +7,10 @@
  * - an `input` function that never answers held the firing transaction,
  *   and with it the schedule's row lock, for as long as the process lived:
  *   no other worker could fire the schedule, and `pauseSchedule` waited;
+ * - an `input` function whose error message held a NUL made the round's
+ *   write of `lastError` fail (a text column refuses NUL), so the round
+ *   rolled back, every round: the schedule never got past that tick and
+ *   no later tick fired; a 100 kB message was stored whole;
  * - a due schedule that this runtime cannot compute (a zone its time-zone
  *   database does not know) was looked at again every 100 ms, each time
  *   with a raw error of the cron library, instead of once per `intervalMs`.
@@ -118,6 +122,38 @@ describe("a schedule's input function", () => {
     await dueThisYear("hanging");
     expect(await access.fireSchedules([daily], (e) => errors.push(e))).toBe(1);
     expect(await runKeys("hanging")).toEqual([due]);
+  });
+});
+
+describe("a tick whose input function fails", () => {
+  it("with a NUL or a huge message in its error is skipped like any other; the later ticks fire", async () => {
+    const engine = createEngine({ db: t.db });
+    const { rows } = await sql<{ year: number }>`
+      SELECT extract(year FROM now() AT TIME ZONE 'UTC')::int AS year`.execute(t.db);
+    const thisYear = (rows[0] as { year: number }).year;
+    await engine.schedule("nul-error", {
+      cron: "0 0 1 1 *",
+      workflow: daily,
+      tenantId: T,
+      catchUp: "all",
+      input: (tick) => {
+        if (tick.at.getUTCFullYear() < thisYear) throw new Error(`bad name 'a\u0000b' ${"x".repeat(100_000)}`);
+        return { day: tick.at.toISOString().slice(0, 10) };
+      },
+    });
+    const due = await dueThisYear("nul-error");
+    await sql`UPDATE idempo.schedules SET next_tick_at = next_tick_at - interval '1 year' WHERE name = 'nul-error'`.execute(
+      t.db,
+    );
+    const errors: unknown[] = [];
+    expect(await clockAccessOf(engine).fireSchedules([daily], (e) => errors.push(e))).toBe(2);
+    expect(errors).toHaveLength(1);
+    expect(await runKeys("nul-error")).toEqual([due]);
+    const row = await stored("nul-error");
+    expect(row?.last_error).toMatch(/^tick \d{4}-01-01T00:00:00.000Z: bad name 'a\\u0000b' x+…$/);
+    // About 1 000 characters (a NUL is stored as its 6-character escape), not the 100 kB message.
+    expect(row?.last_error?.length).toBeLessThan(1_100);
+    expect(row?.next_tick_at.getTime()).toBeGreaterThan(Date.parse(due));
   });
 });
 

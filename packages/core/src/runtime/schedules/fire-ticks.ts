@@ -96,7 +96,7 @@ async function fireSchedule(
     // Refused input, a mismatch, an error of the input function: retrying cannot cure it; the tick is skipped.
     // Any other error (the database's) fails the whole transaction: nothing of this round stays.
     const skip = (at: Date, e: unknown) => {
-      error = `tick ${at.toISOString()}: ${e instanceof Error ? e.message : String(e)}`;
+      error = lastErrorText(at, e);
       onError(e);
       ctx.telemetry.log("warn", { schedule: name, error }, "idempo: a schedule's tick started no run");
     };
@@ -128,6 +128,17 @@ async function fireSchedule(
     await recordFiring(tx, ctx.tables, name, { nextTickAt: plan.next, lastTickAt, error });
     return plan.fire.length;
   });
+}
+
+/** `lastError` keeps a one-line cause: the start of a long message is enough to find the rest in `onError`. */
+const LAST_ERROR_CHARS = 1_000;
+
+/** The `lastError` of a skipped tick, at most {@link LAST_ERROR_CHARS} characters, never a half surrogate pair. */
+function lastErrorText(at: Date, e: unknown): string {
+  const text = `tick ${at.toISOString()}: ${e instanceof Error ? e.message : String(e)}`;
+  if (text.length <= LAST_ERROR_CHARS) return text;
+  const cut = text.slice(0, LAST_ERROR_CHARS - 1);
+  return `${/[\uD800-\uDBFF]$/.test(cut) ? cut.slice(0, -1) : cut}…`;
 }
 
 /** What a round that waited too long for an input function raises (to `onError`), after rolling back. */

@@ -63,8 +63,9 @@ export interface ScheduleOptions<In> {
   catchUp?: CatchUp;
   /**
    * How late, in ms, a tick may be fired and still count as on time
-   * (Default: 60 000). On-time ticks always start their run, whatever
-   * `catchUp` says.
+   * (Default: 60 000; at least 1 000, since a worker always fires a tick a
+   * little after its instant). On-time ticks always start their run,
+   * whatever `catchUp` says.
    */
   graceMs?: number;
 }
@@ -111,6 +112,21 @@ export function checkName(where: string, name: unknown): string {
   return name;
 }
 
+/** The least `graceMs`: a worker fires a tick after its instant, never at it (its wake-up, then a round's statements). */
+const MIN_GRACE_MS = 1_000;
+
+/** `graceMs`, from {@link MIN_GRACE_MS}: with less, every tick would be missed, and `catchUp: 'none'` would fire none. */
+function graceOf(where: string, value: unknown): number {
+  if (typeof value === "number" && Number.isSafeInteger(value) && value >= 0 && value < MIN_GRACE_MS) {
+    throw new InvalidOptionError(
+      "graceMs",
+      `${where}: graceMs must be at least ${MIN_GRACE_MS.toLocaleString("en")} ms, got ${value}: a worker fires a ` +
+        "tick a little after its instant, so with less every tick would count as missed (and catchUp 'none' fire none)",
+    );
+  }
+  return intOption(where, "graceMs", value, MIN_GRACE_MS, MAX_TIMER_MS, 60_000);
+}
+
 /**
  * Check `schedule(name, options)` before any SQL.
  *
@@ -148,6 +164,6 @@ export function checkSchedule(name: unknown, options: unknown): CheckedSchedule 
     tenantId: o.tenantId,
     input: o.input,
     catchUp,
-    graceMs: intOption(where, "graceMs", o.graceMs, 0, MAX_TIMER_MS, 60_000),
+    graceMs: graceOf(where, o.graceMs),
   };
 }

@@ -40,6 +40,21 @@ export function parseSchema(value: string): string {
   return value;
 }
 
+/**
+ * Stop with a usage error unless `name` can be a schedule's name, as
+ * `engine.schedule` accepts it: 1-128 letters, digits, `.`, `_` or `-`,
+ * starting with a letter or digit. Anything else names no schedule, and is
+ * not echoed (it may hold terminal controls).
+ */
+export function checkScheduleName(command: Command, name: string): void {
+  if (!/^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/.test(name)) {
+    usageError(
+      command,
+      "a schedule's name is 1 to 128 letters, digits, '.', '_' or '-', starting with a letter or digit",
+    );
+  }
+}
+
 /** `--port`: 0-65535 (0 lets the system pick a free port). */
 export function parsePort(value: string): number {
   const n = Number(value);

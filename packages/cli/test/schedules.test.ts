@@ -70,6 +70,17 @@ describe("idempo schedules", { timeout: 300_000 }, () => {
     expect(absent.stderr).toMatch(/no schedule named 'nope'/);
   });
 
+  it("a name no schedule can have is a usage error (exit 2), never echoed with its control characters", async () => {
+    // `resume` shares its command with `pause`.
+    for (const args of [["show"], ["pause", "--yes"]]) {
+      const res = await cli(["schedules", ...args, "nightly\u001b[2J\u001b]0;owned\u0007"]);
+      expect(res.code).toBe(2);
+      expect(res.stderr).toMatch(/1 to 128 letters, digits, '\.', '_' or '-'/);
+      expect(res.stderr).not.toMatch(/\u001b/);
+    }
+    expect((await engine.listSchedules()).find((s) => s.name === "nightly-invoices")?.paused).toBe(false);
+  });
+
   it("pause and resume change the stored schedule; without --yes off a terminal nothing changes", async () => {
     const refused = await cli(["schedules", "pause", "nightly-invoices"]);
     expect(refused.code).toBe(2);

@@ -139,6 +139,10 @@ describe("engine.schedule: what is stored", () => {
     ["an empty name", () => sched("", {}), InvalidOptionError, "name"],
     ["a misspelt option", () => sched("x", { catchup: "all" }), InvalidOptionError, "catchup"],
     ["a bad catchUp", () => sched("x", { catchUp: "some" }), InvalidOptionError, "catchUp"],
+    // A worker fires a tick after its instant, never at it: with no grace every tick is missed, and with
+    // catchUp 'none' the schedule would never start a run.
+    ["a graceMs no worker can meet", () => sched("x", { graceMs: 0, catchUp: "none" }), InvalidOptionError, "graceMs"],
+    ["a graceMs under a second", () => sched("x", { graceMs: 999 }), InvalidOptionError, "graceMs"],
     ["a bad tenant", () => sched("x", { tenantId: "" }), InvalidIdempotencyKeyError, ""],
     ["an input the schema refuses", () => sched("x", { input: () => ({ at: 5 }) }), InputValidationError, ""],
   ];

@@ -9,7 +9,7 @@ import {
   optionShape,
   resumeDue,
 } from "@idempo/core/internal";
-import { ScheduleAlignment } from "./clock-schedules.js";
+import { schemaTime } from "./clock-state.js";
 import { msToNextInstant, shiftInstants } from "./clock-store.js";
 
 /** Rounds of {@link TestClock.runUntilIdle} when `maxRounds` is not given. */
@@ -18,6 +18,8 @@ const DEFAULT_MAX_ROUNDS = 1_000;
 const DEFAULT_MAX_STEPS = 10_000;
 /** Runs taken per round, of the due ones and of the stale ones each. */
 const RUNS_PER_ROUND = 100;
+/** How far the clocks of one schema may move time in all: 1 000 years keep every stored instant in PostgreSQL's range. */
+const MAX_ADVANCED_MS = 1_000 * 365.25 * 24 * 3_600_000;
 
 const OPTIONS = optionShape({ workflows: ARRAY, maxRounds: INTEGER, maxSteps: INTEGER }, ["workflows"]);
 
@@ -64,7 +66,8 @@ export interface TestClock {
    * until idle, so every tick fires on time and in order.
    *
    * @param ms a non-negative integer of milliseconds.
-   * @throws InvalidOptionError (`ms`) when `ms` is negative, not an integer, NaN or infinite.
+   * @throws InvalidOptionError (`ms`) when `ms` is negative, not an integer, NaN or infinite, or would move
+   *   the time of this database's clocks more than 1 000 years forward in all.
    * @throws WorkflowUsageError when more than `maxSteps` instants fall in the range.
    */
   advance(ms: number): Promise<ClockReport>;
@@ -75,7 +78,11 @@ export interface TestClock {
    * @throws WorkflowUsageError when it is still not idle after `maxRounds` rounds.
    */
   runUntilIdle(): Promise<ClockReport>;
-  /** How far this clock has moved the engine's time forward in all, in ms. */
+  /**
+   * How far the engine's time has been moved forward in all, in ms: by this
+   * clock and by every other clock of the same database handle (the Kysely
+   * given to `createEngine`) and schema, which move the same stored instants.
+   */
   readonly advancedMs: number;
 }
 
@@ -109,7 +116,8 @@ function emptyReport() {
  *
  * @param engine an engine made by `createEngine` (or `testEngine`).
  * @param options `workflows` (required), `maxRounds`, `maxSteps`.
- * @returns the clock; `advancedMs` starts at 0.
+ * @returns the clock. Clocks of one database handle and schema share their
+ *   time: `advancedMs` starts where the earlier ones left it (0 for the first).
  * @throws InvalidOptionError when an option is unknown or of the wrong type.
  * @throws TypeError when `engine` was not made by `createEngine`.
  *
@@ -143,20 +151,14 @@ export function createTestClock(engine: Engine, options: TestClockOptions): Test
       );
     }
   }
-  const schedules = new ScheduleAlignment(access);
-  let offsetMs = 0;
-  // One call at a time: two advances interleaving would each see the other's half-done steps.
-  let queue: Promise<unknown> = Promise.resolve();
-  const serial = <T>(work: () => Promise<T>): Promise<T> => {
-    const next = queue.then(work);
-    queue = next.catch(() => undefined);
-    return next;
-  };
+  // Every clock of this database handle and schema moves the same rows: they share one time and one queue.
+  const time = schemaTime(access);
+  const { schedules } = time;
 
   async function round(report: ReturnType<typeof emptyReport>): Promise<boolean> {
     const due = await schedules.dueNow();
     const ticks = await access.fireSchedules(workflows, (e) => report.tickErrors.push(e));
-    await schedules.align(offsetMs, due);
+    await schedules.align(time.offsetMs, due);
     const woken = await resumeDue(engine, { workflows, limit: RUNS_PER_ROUND });
     const stale = await engine.resumeStale({ workflows, limit: RUNS_PER_ROUND });
     report.ticks += ticks;
@@ -176,7 +178,7 @@ export function createTestClock(engine: Engine, options: TestClockOptions): Test
 
   async function shift(ms: number): Promise<void> {
     await shiftInstants(access.db, access.schema, ms);
-    offsetMs += ms;
+    time.offsetMs += ms;
     schedules.shifted(ms);
   }
 
@@ -190,9 +192,16 @@ export function createTestClock(engine: Engine, options: TestClockOptions): Test
           ),
         );
       }
-      return serial(async () => {
+      return time.serial(async () => {
+        if (ms > MAX_ADVANCED_MS - time.offsetMs) {
+          throw new InvalidOptionError(
+            "ms",
+            `clock.advance: the clocks of this database may move its time at most 1 000 years forward in all ` +
+              `(its stored instants must stay in PostgreSQL's range); ${time.offsetMs} ms are behind it, got ${describeValue(ms)}`,
+          );
+        }
         const report = emptyReport();
-        await schedules.align(offsetMs, new Map());
+        await schedules.align(time.offsetMs, new Map());
         await untilIdle(report);
         let left = ms;
         for (let steps = 0; left > 0; steps++) {
@@ -211,15 +220,15 @@ export function createTestClock(engine: Engine, options: TestClockOptions): Test
       });
     },
     runUntilIdle() {
-      return serial(async () => {
+      return time.serial(async () => {
         const report = emptyReport();
-        await schedules.align(offsetMs, new Map());
+        await schedules.align(time.offsetMs, new Map());
         await untilIdle(report);
         return report;
       });
     },
     get advancedMs() {
-      return offsetMs;
+      return time.offsetMs;
     },
   };
 }

@@ -7,6 +7,7 @@ import { scheduleJson } from "../format/schedule-table.js";
 import { whenLabel } from "../format/times.js";
 import type { Io } from "../io.js";
 import { printJson } from "../output.js";
+import { checkScheduleName } from "../usage.js";
 
 type Verb = "pause" | "resume";
 
@@ -35,11 +36,12 @@ function register(schedules: Command, io: Io, verb: Verb): void {
     .option("--json", "print the schedule after the change as one JSON object")
     .addHelpText("after", HELP[verb].after)
     .action(async (name: string, opts: { yes?: boolean; json?: boolean }, command: Command) => {
+      checkScheduleName(command, name);
       await withDatabase(command, async ({ engine, now }) => {
         const before = (await engine.listSchedules()).find((s) => s.name === name);
         if (!before) throw new OperationalError(`no schedule named '${name}' (idempo schedules list shows them)`);
         if (before.paused === (verb === "pause")) {
-          throw new OperationalError(`schedule '${name}' is ${before.paused ? "paused" : "not paused"} already`);
+          throw new OperationalError(`schedule '${name}' is ${before.paused ? "paused already" : "not paused"}`);
         }
         await confirmChange(
           command,

@@ -5,6 +5,7 @@ import { OperationalError } from "../errors.js";
 import { scheduleDetail, scheduleJson } from "../format/schedule-table.js";
 import type { Io } from "../io.js";
 import { printJson } from "../output.js";
+import { checkScheduleName } from "../usage.js";
 
 /** Register `schedules show` under `schedules`. */
 export function registerSchedulesShow(schedules: Command, io: Io): void {
@@ -15,6 +16,7 @@ export function registerSchedulesShow(schedules: Command, io: Io): void {
     .option("--json", "print the schedule as one JSON object")
     .addHelpText("after", "\nExamples:\n  $ idempo schedules show nightly-invoices")
     .action(async (name: string, opts: { json?: boolean }, command: Command) => {
+      checkScheduleName(command, name);
       await withDatabase(command, async ({ engine, now }) => {
         const found = (await engine.listSchedules()).find((s) => s.name === name);
         if (!found) throw new OperationalError(`no schedule named '${name}' (idempo schedules list shows them)`);

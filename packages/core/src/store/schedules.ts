@@ -7,6 +7,7 @@
  * uses the database clock.
  */
 import { sql } from "kysely";
+import { storableText } from "./progress.js";
 import type { Executor, Tables } from "./run-store.js";
 
 export type CatchUpMode = "none" | "latest" | "all";
@@ -182,11 +183,13 @@ export interface Firing {
 /** Move the row locked by {@link lockDueSchedule} past the ticks just fired or skipped. */
 export async function recordFiring(tx: Executor, t: Tables, name: string, f: Firing): Promise<void> {
   const fired = f.lastTickAt !== null;
+  // An error message may hold a NUL, which a text column refuses: the whole round would roll back, every round.
+  const error = f.error === null ? null : storableText(f.error);
   await sql`
     UPDATE ${t.schedules} SET
       next_tick_at = ${f.nextTickAt}::timestamptz,
       last_tick_at = CASE WHEN ${fired} THEN ${f.lastTickAt}::timestamptz ELSE last_tick_at END,
       last_fired_at = CASE WHEN ${fired} THEN now() ELSE last_fired_at END,
-      last_error = CASE WHEN ${fired} OR ${f.error}::text IS NOT NULL THEN ${f.error}::text ELSE last_error END
+      last_error = CASE WHEN ${fired} OR ${error}::text IS NOT NULL THEN ${error}::text ELSE last_error END
     WHERE name = ${name}`.execute(tx);
 }

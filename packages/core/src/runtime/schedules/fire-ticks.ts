@@ -5,13 +5,15 @@
  * commit together: a worker killed in between leaves the row as it was, and
  * the next worker fires the same ticks under the same keys.
  */
-import { IdempoError, IdempotencyKeyExpiredError } from "../../errors.js";
+import { IdempoError, IdempotencyKeyExpiredError, WorkflowUsageError } from "../../errors.js";
 import type { Executor } from "../../store/run-store.js";
 import type { FiringFilter, ScheduleRow } from "../../store/schedules.js";
 import { lockDueSchedule, recordFiring, selectDueSchedules } from "../../store/schedules.js";
 import type { Workflow } from "../../workflow/definition.js";
 import { enqueue } from "../admission/enqueue.js";
+import { NoAnswer, within } from "../background/bounded-wait.js";
 import type { EngineContext } from "../engine-context.js";
+import { leaseFor } from "../engine-context.js";
 import type { ScheduleTick } from "./schedule-options.js";
 import { tickKey } from "./schedule-options.js";
 import type { ScheduleRegistry } from "./schedule-registry.js";
@@ -94,16 +96,24 @@ async function fireSchedule(
     // Refused input, a mismatch, an error of the input function: retrying cannot cure it; the tick is skipped.
     // Any other error (the database's) fails the whole transaction: nothing of this round stays.
     const skip = (at: Date, e: unknown) => {
-      error = `tick ${at.toISOString()}: ${e instanceof Error ? e.message : String(e)}`;
+      error = lastErrorText(at, e);
       onError(e);
       ctx.telemetry.log("warn", { schedule: name, error }, "idempo: a schedule's tick started no run");
     };
+    const inputMs = leaseFor(ctx, how.workflow.definition);
     for (const at of plan.fire) {
-      const tick: ScheduleTick = Object.freeze({ schedule: name, at, key: tickKey(name, at) });
+      // A copy of `at`: an input function that changes it must not change what this round records.
+      const tick: ScheduleTick = Object.freeze({ schedule: name, at: new Date(at), key: tickKey(name, at) });
       let input: unknown;
       try {
-        input = await how.input(tick);
+        input = await within(
+          inputMs,
+          Promise.resolve().then(() => how.input(tick)),
+        );
       } catch (e) {
+        // No answer: the function may just be slow, so the tick is not skipped. The round rolls back and gives
+        // the row (and its lock) up; a later round fires the same tick again.
+        if (e instanceof NoAnswer) throw noAnswer(name, at, inputMs);
         skip(at, e);
         continue;
       }
@@ -118,6 +128,25 @@ async function fireSchedule(
     await recordFiring(tx, ctx.tables, name, { nextTickAt: plan.next, lastTickAt, error });
     return plan.fire.length;
   });
+}
+
+/** `lastError` keeps a one-line cause: the start of a long message is enough to find the rest in `onError`. */
+const LAST_ERROR_CHARS = 1_000;
+
+/** The `lastError` of a skipped tick, at most {@link LAST_ERROR_CHARS} characters, never a half surrogate pair. */
+function lastErrorText(at: Date, e: unknown): string {
+  const text = `tick ${at.toISOString()}: ${e instanceof Error ? e.message : String(e)}`;
+  if (text.length <= LAST_ERROR_CHARS) return text;
+  const cut = text.slice(0, LAST_ERROR_CHARS - 1);
+  return `${/[\uD800-\uDBFF]$/.test(cut) ? cut.slice(0, -1) : cut}…`;
+}
+
+/** What a round that waited too long for an input function raises (to `onError`), after rolling back. */
+function noAnswer(name: string, at: Date, ms: number): WorkflowUsageError {
+  return new WorkflowUsageError(
+    `schedule '${name}': the input function did not answer within ${ms} ms (the workflow's lease) for tick ` +
+      `${at.toISOString()}; nothing of this round was kept, and a later round fires the tick again`,
+  );
 }
 
 /** Start the tick's run; a tick whose run is so old that only its tombstone is left was fired long ago. */

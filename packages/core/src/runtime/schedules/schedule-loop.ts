@@ -46,21 +46,27 @@ export function scheduleFiring(
     const scope: FiringScope = { registry, workflows: newestByName(opts.workflows as Workflow<unknown, unknown>[]) };
     const intervalMs = opts.intervalMs ?? DEFAULT_WORKER_INTERVAL_MS;
     const { answerTimeoutMs } = listenChecks("startWorker", opts);
-    const onError = (error: unknown) => errors.report(error);
+    let failed = false;
+    const onError = (error: unknown) => {
+      failed = true;
+      errors.report(error);
+    };
     const stopping = new AbortController();
     const alarm = new WakeUp(stopping.signal);
     const unsubscribe = registry.onChange(() => alarm.wake());
 
     /** Fire what is due; the pause until the next round. */
     async function round(): Promise<number> {
+      failed = false;
       const fired = await fireDueSchedules(ctx, scope, onError);
       errors.ok();
       // The runs just created are due now: this worker's due-run loop need not wait for its poll or a NOTIFY.
       if (fired > 0) wakeDue();
       const ms = await msUntilNextTick(ctx.db, ctx.tables, filterOf(scope));
       if (ms === null) return intervalMs;
-      // Still due: more ticks than a round fires (look again at once), or another worker holds the row.
-      if (ms <= 0) return fired > 0 ? 1 : Math.min(intervalMs, HELD_PAUSE_MS);
+      // Still due: more ticks than a round fires (look again at once), another worker holds the row, or this
+      // round failed on it (a zone this runtime does not know...): that one is looked at again after intervalMs.
+      if (ms <= 0) return fired > 0 ? 1 : failed ? intervalMs : Math.min(intervalMs, HELD_PAUSE_MS);
       return Math.min(intervalMs, Math.ceil(ms));
     }
 

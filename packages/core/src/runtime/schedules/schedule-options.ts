@@ -21,7 +21,7 @@ export type CatchUp = CatchUpMode;
 export interface ScheduleTick {
   /** The schedule's name. */
   readonly schedule: string;
-  /** The instant the cron expression named (not when a worker got to it). */
+  /** The instant the cron expression named (not when a worker got to it); a fresh copy for each call. */
   readonly at: Date;
   /** The key of the run this tick starts: `schedule:<name>:<at as ISO 8601 UTC>`. */
   readonly key: string;
@@ -47,7 +47,9 @@ export interface ScheduleOptions<In> {
    * so only processes that called `schedule` with it fire this schedule;
    * it must be a pure function of the tick (two workers may both call it
    * for one tick). Also called once by `schedule` itself, for the first
-   * tick, to check its result against the workflow's schema.
+   * tick, to check its result against the workflow's schema. A firing
+   * round waits for it at most the workflow's lease, then rolls back (the
+   * tick is fired again by a later round); an error it throws skips the tick.
    */
   input?: (tick: ScheduleTick) => In | Promise<In>;
   /**
@@ -61,8 +63,9 @@ export interface ScheduleOptions<In> {
   catchUp?: CatchUp;
   /**
    * How late, in ms, a tick may be fired and still count as on time
-   * (Default: 60 000). On-time ticks always start their run, whatever
-   * `catchUp` says.
+   * (Default: 60 000; at least 1 000, since a worker always fires a tick a
+   * little after its instant). On-time ticks always start their run,
+   * whatever `catchUp` says.
    */
   graceMs?: number;
 }
@@ -109,6 +112,21 @@ export function checkName(where: string, name: unknown): string {
   return name;
 }
 
+/** The least `graceMs`: a worker fires a tick after its instant, never at it (its wake-up, then a round's statements). */
+const MIN_GRACE_MS = 1_000;
+
+/** `graceMs`, from {@link MIN_GRACE_MS}: with less, every tick would be missed, and `catchUp: 'none'` would fire none. */
+function graceOf(where: string, value: unknown): number {
+  if (typeof value === "number" && Number.isSafeInteger(value) && value >= 0 && value < MIN_GRACE_MS) {
+    throw new InvalidOptionError(
+      "graceMs",
+      `${where}: graceMs must be at least ${MIN_GRACE_MS.toLocaleString("en")} ms, got ${value}: a worker fires a ` +
+        "tick a little after its instant, so with less every tick would count as missed (and catchUp 'none' fire none)",
+    );
+  }
+  return intOption(where, "graceMs", value, MIN_GRACE_MS, MAX_TIMER_MS, 60_000);
+}
+
 /**
  * Check `schedule(name, options)` before any SQL.
  *
@@ -146,6 +164,6 @@ export function checkSchedule(name: unknown, options: unknown): CheckedSchedule 
     tenantId: o.tenantId,
     input: o.input,
     catchUp,
-    graceMs: intOption(where, "graceMs", o.graceMs, 0, MAX_TIMER_MS, 60_000),
+    graceMs: graceOf(where, o.graceMs),
   };
 }

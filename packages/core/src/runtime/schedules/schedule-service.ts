@@ -44,7 +44,8 @@ export function scheduleVerbs(ctx: EngineContext, registry: ScheduleRegistry): S
       const next = s.rule.nextRun(now);
       // The input of the first tick is checked now, so a function that does not fit the schema fails here.
       const at = next ?? now;
-      const tick: ScheduleTick = Object.freeze({ schedule: s.name, at, key: tickKey(s.name, at) });
+      // A copy: an input function that changes its `at` (a Date) must not move the tick stored below.
+      const tick: ScheduleTick = Object.freeze({ schedule: s.name, at: new Date(at), key: tickKey(s.name, at) });
       const input = s.input ? await s.input(tick) : defaultInput(tick);
       const request = { tenantId: s.tenantId, key: tick.key, input };
       await checkRequest(s.workflow.definition, request, `schedule '${s.name}'`, ENQUEUE_REQUEST, ctx.maxPayloadBytes);

@@ -19,7 +19,8 @@ export const MAX_CAUGHT_UP = 1_000;
  * (minute precision) or six (seconds first); croner's nicknames (`@daily`)
  * too. Never the process's own zone: the zone is always given.
  *
- * @throws InvalidOptionError (`cron`) when croner refuses the expression or it names no future tick.
+ * @throws InvalidOptionError (`cron`) when croner refuses the expression or it names no future tick;
+ *   (`timezone`) when the runtime does not know the zone (one stored by a process with a newer zone database).
  */
 export function cronOf(where: string, cron: unknown, timezone: string): Cron {
   if (typeof cron !== "string" || cron.trim() === "") {
@@ -38,7 +39,17 @@ export function cronOf(where: string, cron: unknown, timezone: string): Cron {
         `(with seconds first): ${(error as Error).message}`,
     );
   }
-  if (rule.nextRun() === null) {
+  let first: Date | null;
+  try {
+    first = rule.nextRun();
+  } catch (error) {
+    // croner reads the zone only when it computes a time: a zone stored by a process whose runtime knew it.
+    throw new InvalidOptionError(
+      "timezone",
+      `${where}: timezone '${timezone}' is not an IANA time zone this runtime knows: ${(error as Error).message}`,
+    );
+  }
+  if (first === null) {
     throw new InvalidOptionError("cron", `${where}: cron '${cron}' names no future time (a date that never comes?)`);
   }
   return rule;

@@ -32,6 +32,8 @@ export const INSTANT_COLUMNS: Readonly<Record<string, readonly string[]>> = Obje
   schedules: ["next_tick_at", "last_tick_at", "last_fired_at", "created_at", "updated_at"],
   // A bucket refilled longer ago holds more tokens: moved back, the time moved forward for it too.
   rate_limits: ["refilled_at"],
+  // Only shown, never compared; moved so that it stays before the runs a registered version starts.
+  workflow_versions: ["registered_at"],
 });
 
 // biome-ignore lint/suspicious/noExplicitAny: the engine's database, whatever the user's table types

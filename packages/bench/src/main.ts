@@ -22,7 +22,7 @@ import os from "node:os";
 import { fileURLToPath } from "node:url";
 import { createDatabase, dropDatabase, uniqueName, withDatabase } from "@idempo/testkit";
 import type { Cell } from "./cells.js";
-import { dbosCells, engineCells, optionCells, rawCells, shapeCells } from "./cells.js";
+import { dbosCells, engineCells, equalWorkCell, optionCells, rawCells, shapeCells } from "./cells.js";
 import type { DbosBench } from "./dbos.js";
 import { launchDbos } from "./dbos.js";
 import type { HeapResult } from "./heap.js";
@@ -200,6 +200,7 @@ async function main(): Promise<number> {
         ...rawCells(bench, 16, false),
         ...(kept("raw-fn") || kept("raw-collapsed") ? optionCells(bench, await pgFunctions(bench)) : []),
         ...engineCells(bench.engine(16), bench.replicas, 16),
+        equalWorkCell(bench.engine(16), bench.equalWorkStatements, 16),
         ...engineCells(bench.engine(16, true), bench.replicas, 16, "idempo-named"),
       );
       if (["idempo-pglite", "pglite-raw", "pglite-fn"].some(kept)) {
@@ -209,7 +210,7 @@ async function main(): Promise<number> {
       }
       if (kept("dbos")) {
         log("starting DBOS");
-        dbos = await launchDbos(withDatabase(server, dbosName), 16);
+        dbos = await launchDbos(withDatabase(server, dbosName), url, 16);
         cells.push(...dbosCells(dbos, await seedDbos(dbos), 16));
       }
     }

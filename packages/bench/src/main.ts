@@ -25,6 +25,7 @@ import type { Cell } from "./cells.js";
 import { dbosCells, engineCells, equalWorkCell, optionCells, rawCells, shapeCells } from "./cells.js";
 import type { DbosBench } from "./dbos.js";
 import { launchDbos } from "./dbos.js";
+import { measureErrorCost } from "./error-cost.js";
 import type { HeapResult } from "./heap.js";
 import { measureHeap } from "./heap.js";
 import { measureIdCost } from "./id-cost.js";
@@ -268,6 +269,13 @@ async function main(): Promise<number> {
       `Id minting (runOnce mints 2 ULIDs on replay and 409, 3 on a one-phase new key, 5 on phase/step/phase): ` +
         `ulid() ${ids.defaultUs.toFixed(1)} µs per id with the default generator, ` +
         `${ids.pooledUs.toFixed(1)} µs with a pooled random buffer.\n`,
+    );
+    const errorCost = await measureErrorCost();
+    console.log(
+      `The 409's error object, made and caught 6 awaits away (client CPU per error, count-bounded rounds, median): ` +
+        `${errorCost.lazyUs.toFixed(1)} µs with its stack taken when first read (IdempotencyKeyInProgressError), ` +
+        `${errorCost.eagerUs.toFixed(1)} µs with the stack taken where it is made (an IdempoError); ` +
+        `${errorCost.lazyReadUs.toFixed(1)} µs when the 409's stack is then read once.\n`,
     );
     if (sweeps.length > 0) {
       console.log(

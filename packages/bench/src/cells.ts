@@ -13,7 +13,16 @@ import type { Replica } from "./replica.js";
 import { asFunctionCalls, collapsed, sendReplica } from "./replica.js";
 import type { PgBench } from "./setup.js";
 import { BUSY_KEYS, REPLAY_KEYS } from "./setup.js";
-import { BARE_INSERT, INPUT, newKey, orderOnce, TENANT, threeItems, threeItemsLimited } from "./workload.js";
+import {
+  BARE_INSERT,
+  INPUT,
+  newKey,
+  orderOnce,
+  TENANT,
+  threeItems,
+  threeItemsLimited,
+  threeWrites,
+} from "./workload.js";
 
 export type Path =
   | "bare-insert"
@@ -22,8 +31,10 @@ export type Path =
   | "replay"
   | "conflict"
   | "three"
+  | "three-writes"
   | "dbos-three"
-  | "dbos-replay";
+  | "dbos-replay"
+  | "dbos-three-writes";
 
 export interface Cell {
   /** Stable id, `<system>:<path>:<concurrency>`, used by the targets. */
@@ -220,7 +231,28 @@ export function limitedCells(engine: Engine, replicas: PgBench["replicas"], conc
   ];
 }
 
-/** DBOS: new three-step workflows, and replays of `completed` workflow IDs. */
+/**
+ * Phase / step / phase with a business INSERT in each phase, on a new key:
+ * the equal-work counterpart of DBOS's transaction / step / transaction.
+ */
+export function equalWorkCell(engine: Engine, statements: number, concurrency: number): Cell {
+  return {
+    id: `idempo:three-writes:${concurrency}`,
+    system: "idempo",
+    path: "three-writes",
+    concurrency,
+    statements,
+    op: async () => {
+      const res = await engine.runOnce(threeWrites, { tenantId: TENANT, key: newKey(), input: INPUT });
+      if (res.status !== 201) throw new Error(`phase/step/phase with writes answered ${res.status}`);
+    },
+  };
+}
+
+/**
+ * DBOS: new three-step workflows, replays of `completed` workflow IDs, and
+ * new transaction / step / transaction workflows with two business INSERTs.
+ */
 export function dbosCells(dbos: DbosBench, completed: readonly string[], concurrency: number): Cell[] {
   return [
     {
@@ -236,6 +268,13 @@ export function dbosCells(dbos: DbosBench, completed: readonly string[], concurr
       path: "dbos-replay",
       concurrency,
       op: () => dbos.replay(completed[Math.floor(Math.random() * completed.length)] as string),
+    },
+    {
+      id: `dbos:dbos-three-writes:${concurrency}`,
+      system: "dbos",
+      path: "dbos-three-writes",
+      concurrency,
+      op: () => dbos.newWorkflowWithWrites(),
     },
   ];
 }

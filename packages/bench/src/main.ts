@@ -22,9 +22,10 @@ import os from "node:os";
 import { fileURLToPath } from "node:url";
 import { createDatabase, dropDatabase, uniqueName, withDatabase } from "@idempo/testkit";
 import type { Cell } from "./cells.js";
-import { dbosCells, engineCells, limitedCells, optionCells, rawCells, shapeCells } from "./cells.js";
+import { dbosCells, engineCells, equalWorkCell, limitedCells, optionCells, rawCells, shapeCells } from "./cells.js";
 import type { DbosBench } from "./dbos.js";
 import { launchDbos } from "./dbos.js";
+import { measureErrorCost } from "./error-cost.js";
 import type { HeapResult } from "./heap.js";
 import { measureHeap } from "./heap.js";
 import { measureIdCost } from "./id-cost.js";
@@ -201,6 +202,7 @@ async function main(): Promise<number> {
         ...(kept("raw-fn") || kept("raw-collapsed") ? optionCells(bench, await pgFunctions(bench)) : []),
         ...engineCells(bench.engine(16), bench.replicas, 16),
         ...limitedCells(bench.engine(16), bench.replicas, 16),
+        equalWorkCell(bench.engine(16), bench.equalWorkStatements, 16),
         ...engineCells(bench.engine(16, true), bench.replicas, 16, "idempo-named"),
       );
       if (["idempo-pglite", "pglite-raw", "pglite-fn"].some(kept)) {
@@ -210,7 +212,7 @@ async function main(): Promise<number> {
       }
       if (kept("dbos")) {
         log("starting DBOS");
-        dbos = await launchDbos(withDatabase(server, dbosName), 16);
+        dbos = await launchDbos(withDatabase(server, dbosName), url, 16);
         cells.push(...dbosCells(dbos, await seedDbos(dbos), 16));
       }
     }
@@ -268,6 +270,13 @@ async function main(): Promise<number> {
       `Id minting (runOnce mints 2 ULIDs on replay and 409, 3 on a one-phase new key, 5 on phase/step/phase): ` +
         `ulid() ${ids.defaultUs.toFixed(1)} µs per id with the default generator, ` +
         `${ids.pooledUs.toFixed(1)} µs with a pooled random buffer.\n`,
+    );
+    const errorCost = await measureErrorCost();
+    console.log(
+      `The 409's error object, made and caught 6 awaits away (client CPU per error, count-bounded rounds, median): ` +
+        `${errorCost.lazyUs.toFixed(1)} µs with its stack taken when first read (IdempotencyKeyInProgressError), ` +
+        `${errorCost.eagerUs.toFixed(1)} µs with the stack taken where it is made (an IdempoError); ` +
+        `${errorCost.lazyReadUs.toFixed(1)} µs when the 409's stack is then read once.\n`,
     );
     if (sweeps.length > 0) {
       console.log(

@@ -72,6 +72,19 @@ export interface LoadOptions {
   readonly serverCpu?: ServerCpu | undefined;
 }
 
+/** Client CPU time (user + system) per operation, µs, over `count` operations shared by `clients` workers. */
+export async function cpuPerOp(op: Operation, count: number, clients: number): Promise<number> {
+  let left = count;
+  const start = process.cpuUsage();
+  await Promise.all(
+    Array.from({ length: clients }, async (_, worker) => {
+      while (left-- > 0) await op(worker);
+    }),
+  );
+  const used = process.cpuUsage(start);
+  return (used.user + used.system) / count;
+}
+
 /** Run `op` under closed-loop load and summarise the measured part. */
 export async function runLoad(op: Operation, options: LoadOptions): Promise<RoundResult> {
   if (options.warmupMs > 0) await loop(op, options.concurrency, options.warmupMs, undefined, undefined);

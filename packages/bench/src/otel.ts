@@ -35,7 +35,7 @@ import { BasicTracerProvider, BatchSpanProcessor } from "@opentelemetry/sdk-trac
 import { Kysely, PostgresDialect } from "kysely";
 import { replayKey } from "./cells.js";
 import type { Operation, RoundResult } from "./measure.js";
-import { median, runLoad } from "./measure.js";
+import { cpuPerOp, median, runLoad } from "./measure.js";
 import type { Ratio } from "./report.js";
 import { fmt, table } from "./report.js";
 import type { PgBench } from "./setup.js";
@@ -131,29 +131,16 @@ async function perRound(rounds: number, a: Operation, b: Operation, durationMs: 
   return { opsPerSec: spread(ops), cpuPerOp: spread(cpu) };
 }
 
-/** Client CPU time (user + system) per operation, µs, over `count` operations at 16 clients. */
-async function cpuPerOp(op: Operation, count: number): Promise<number> {
-  let left = count;
-  const start = process.cpuUsage();
-  await Promise.all(
-    Array.from({ length: CLIENTS }, async (_, worker) => {
-      while (left-- > 0) await op(worker);
-    }),
-  );
-  const used = process.cpuUsage(start);
-  return (used.user + used.system) / count;
-}
-
 /** `a ÷ b` in client CPU per operation, per count-bounded round (alternating which goes first), then the median. */
 async function cpuPerRound(rounds: number, a: Operation, b: Operation): Promise<Ratio> {
   const per: number[] = [];
-  await cpuPerOp(a, CPU_OPS / 4);
-  await cpuPerOp(b, CPU_OPS / 4);
+  await cpuPerOp(a, CPU_OPS / 4, CLIENTS);
+  await cpuPerOp(b, CPU_OPS / 4, CLIENTS);
   for (let round = 0; round < rounds; round++) {
     const first = round % 2 === 0 ? a : b;
     const second = first === a ? b : a;
-    const cpuFirst = await cpuPerOp(first, CPU_OPS);
-    const cpuSecond = await cpuPerOp(second, CPU_OPS);
+    const cpuFirst = await cpuPerOp(first, CPU_OPS, CLIENTS);
+    const cpuSecond = await cpuPerOp(second, CPU_OPS, CLIENTS);
     per.push(first === a ? cpuFirst / cpuSecond : cpuSecond / cpuFirst);
   }
   return spread(per);

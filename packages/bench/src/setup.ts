@@ -11,7 +11,17 @@ import type { NewKeyShape } from "./new-key-shapes.js";
 import { checkShapes, newKeyShapes } from "./new-key-shapes.js";
 import type { Replica, Statement } from "./replica.js";
 import { replicate, StatementRecorder, sendReplica } from "./replica.js";
-import { HELD_IN_FLIGHT, INPUT, ORDERS_DDL, orderOnce, seedCopies, TENANT, threeItems } from "./workload.js";
+import {
+  HELD_IN_FLIGHT,
+  INPUT,
+  ORDERS_DDL,
+  orderOnce,
+  secondOrderId,
+  seedCopies,
+  TENANT,
+  threeItems,
+  threeWrites,
+} from "./workload.js";
 
 /** Completed keys the replay cells pick from at random. */
 export const REPLAY_KEYS = 20_000;
@@ -30,6 +40,8 @@ export interface PgBench {
   /** Two connections for seeding and checks, outside the measured pools. */
   readonly admin: pg.Pool;
   readonly replicas: Replicas;
+  /** Statements one phase/step/phase with two business INSERTs sends (BEGIN and COMMIT counted). */
+  readonly equalWorkStatements: number;
   /** Other shapes of the new key's statements (round trips, commits), checked like the replicas. */
   readonly shapes: readonly NewKeyShape[];
   /**
@@ -106,7 +118,11 @@ export async function preparePostgres(url: string): Promise<PgBench> {
     set: HELD_IN_FLIGHT,
   });
   const { replayRun, conflictRun, threeRun } = await recordSeededPaths(recorder, engine, "seed-three");
+  const writesRun = await recorder.record(() =>
+    engine.runOnce(threeWrites, { tenantId: TENANT, key: "seed-writes", input: INPUT }),
+  );
   await recorder.db.destroy();
+  await checkWrites(admin, "seed-writes");
 
   const replicas: Replicas = {
     newKey: replicate("new key", newKeyRun, "seed-order"),
@@ -133,6 +149,7 @@ export async function preparePostgres(url: string): Promise<PgBench> {
     url,
     admin,
     replicas,
+    equalWorkStatements: writesRun.length,
     shapes,
     pool,
     engine(size, named = false) {
@@ -175,5 +192,17 @@ async function checkReplicas(admin: pg.Pool, replicas: Replicas): Promise<void> 
     if (rows[0]?.status !== "completed") {
       throw new Error(`replica '${replica.label}' left key ${key} ${rows[0]?.status ?? "absent"}, not completed`);
     }
+  }
+}
+
+/** The equal-work workflow on `key` completed and wrote both of its order rows. */
+async function checkWrites(admin: pg.Pool, key: string): Promise<void> {
+  const { rows } = await admin.query<{ status: string | null; orders: number }>(
+    `SELECT (SELECT status FROM idempo.runs WHERE tenant_id = $1 AND key = $2) AS status,
+            (SELECT count(*)::int FROM orders WHERE id IN ($2, $3)) AS orders`,
+    [TENANT, key, secondOrderId(key)],
+  );
+  if (rows[0]?.status !== "completed" || rows[0]?.orders !== 2) {
+    throw new Error(`phase/step/phase with writes left ${JSON.stringify(rows[0])}, not completed with 2 orders`);
   }
 }

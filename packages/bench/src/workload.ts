@@ -5,6 +5,7 @@
  */
 import { randomUUID } from "node:crypto";
 import { workflow } from "@idempo/core";
+import type { Transaction } from "kysely";
 import { sql } from "kysely";
 
 /** Tenant of the keys the new-key cells claim (one random UUID key per operation). */
@@ -59,6 +60,36 @@ export const threeItemsLimited = workflow("bench_three_limited")
   .phase("reserve", () => ({ reserved: true }))
   .step("charge", () => ({ chargeId: "ch_1" }))
   .phase("confirm", () => ({ confirmed: true }))
+  .respond(({ state }) => ({ status: 201, body: state }));
+
+/**
+ * The business write of the equal-work cells, the same statement for idempo's
+ * phases and DBOS's transactions: one order row, through the Kysely
+ * transaction each of them hands the function.
+ */
+export async function insertOrder(tx: Transaction<unknown>, id: string, tenantId: string): Promise<void> {
+  await sql`INSERT INTO orders (id, tenant_id, cart_id, amount_cents)
+            VALUES (${id}, ${tenantId}, ${INPUT.cartId}, ${INPUT.amountCents})`.execute(tx);
+}
+
+/** The id of the second order row an equal-work workflow writes. */
+export const secondOrderId = (id: string): string => `${id}:confirm`;
+
+/**
+ * Phase / step / phase with business work: each phase INSERTs an order row
+ * (in the phase's transaction, with its recovery point), the step does
+ * nothing. The counterpart of DBOS's transaction / step / transaction.
+ */
+export const threeWrites = workflow("bench_three_writes")
+  .phase("reserve", async ({ tx, tenantId, key }) => {
+    await insertOrder(tx, key, tenantId);
+    return { reserved: true };
+  })
+  .step("charge", () => ({ chargeId: "ch_1" }))
+  .phase("confirm", async ({ tx, tenantId, key }) => {
+    await insertOrder(tx, secondOrderId(key), tenantId);
+    return { confirmed: true };
+  })
   .respond(({ state }) => ({ status: 201, body: state }));
 
 /** Copies of one record, made in SQL so seeding 100 000 keys takes seconds, not minutes. */

@@ -6,6 +6,8 @@
  *
  * The shape follows tRPC's string error codes rather than numeric ones.
  */
+import { deferStacks, dropEmptyStack, resumeCapture, suspendCapture } from "./error-stack.js";
+
 export class IdempoError extends Error {
   /** Stable machine-readable code, e.g. `key_in_progress`. */
   readonly code: string;
@@ -29,19 +31,31 @@ function keyName(tenantId: string, key: string): string {
  * The key is held by another attempt whose lease is still valid (409).
  * Retry after `retryAfterMs` (milliseconds, measured on the database clock);
  * HTTP adapters send it as `Retry-After` in whole seconds.
+ *
+ * Its `stack` is taken when it is first read, where it is read (the frames
+ * of the code that caught or printed it), not inside the engine where it
+ * was raised: a 409 is an ordinary answer under load, and the walk of the
+ * stack was most of what making one cost.
  */
 export class IdempotencyKeyInProgressError extends IdempoError {
   /** Milliseconds until the current lease expires (DB clock), at least 0. */
   readonly retryAfterMs: number;
   constructor(tenantId: string, key: string, retryAfterMs: number) {
-    super(
-      "key_in_progress",
-      409,
-      `${keyName(tenantId, key)} is being processed by another attempt; retry in ${retryAfterMs} ms`,
-    );
+    const suspended = suspendCapture();
+    try {
+      super(
+        "key_in_progress",
+        409,
+        `${keyName(tenantId, key)} is being processed by another attempt; retry in ${retryAfterMs} ms`,
+      );
+    } finally {
+      resumeCapture(suspended);
+    }
+    dropEmptyStack(this, suspended);
     this.retryAfterMs = retryAfterMs;
   }
 }
+deferStacks(IdempotencyKeyInProgressError);
 
 /**
  * The key was first used with a different request fingerprint or a different

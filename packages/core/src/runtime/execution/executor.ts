@@ -20,12 +20,14 @@ import { completeRun, deleteClaim, recordFailure, stillOwns } from "../../store/
 import type { StoredResponse } from "../../store/run-store.js";
 import { swapTraceParent } from "../../store/trace.js";
 import { parkOwnRun } from "../../store/transitions.js";
+import type { SpanScope } from "../../telemetry/telemetry.js";
 import { keyHash } from "../../telemetry/telemetry.js";
+import type { RunInfo } from "../../workflow/context.js";
 import type { Item } from "../../workflow/definition.js";
 import { AttemptLease } from "./attempt-lease.js";
 import { CrashSignal, RejectThrow } from "./control-flow.js";
 import { isConnectionLoss } from "./db-errors.js";
-import type { AttemptScope, Hook, OpenStep, Outcome } from "./item-run.js";
+import type { AttemptScope, Hook, ItemRun, OpenStep, Outcome } from "./item-run.js";
 import { respondWith, resultOf, runInfo } from "./item-run.js";
 import { LeaseKeeper } from "./lease-keeper.js";
 import type { ExecutorDeps, Plan } from "./plan.js";
@@ -49,6 +51,19 @@ function resumeIndex(plan: Plan): number {
     );
   }
   return idx + 1;
+}
+
+/** The argument of an item's runner, as one literal (not spreads of the scope: one object per item, not two). */
+function itemRun<K extends Item["kind"]>(
+  scope: AttemptScope,
+  item: Extract<Item, { kind: K }>,
+  info: RunInfo<unknown, unknown>,
+  last: boolean,
+  openStep: OpenStep,
+  span: SpanScope,
+): ItemRun<K> {
+  const { deps, plan, lease, hook } = scope;
+  return { deps, plan, lease, hook, item, info, last, openStep, span };
 }
 
 /** Run a plan to completion (or to the first error, which leaves it at its recovery point). */
@@ -81,7 +96,12 @@ export async function execute(deps: ExecutorDeps, plan: Plan): Promise<RunResult
       ops.current = item;
       const last = i === items.length - 1;
       const s = state;
-      const attributes = { "idempo.workflow": plan.def.name, "idempo.item": item.name, "idempo.attempt": plan.attempt };
+      // A function: called only when a tracer records (no object per item otherwise).
+      const attributes = () => ({
+        "idempo.workflow": plan.def.name,
+        "idempo.item": item.name,
+        "idempo.attempt": plan.attempt,
+      });
       const metered = telemetry.metered;
       const started = metered ? performance.now() : 0;
       const outcome: Outcome = await telemetry.span(
@@ -90,13 +110,13 @@ export async function execute(deps: ExecutorDeps, plan: Plan): Promise<RunResult
         attributes,
         async (span) => {
           try {
-            const at = { ...scope, info: runInfo(plan, s), last, openStep, span };
-            if (item.kind === "step") return await runStep({ ...at, item });
-            if (item.kind === "parallel") return await runParallel({ ...at, item });
-            if (item.kind === "sleep") return await runSleep({ ...at, item });
-            if (item.kind === "wait") return await runWait({ ...at, item });
+            const info = runInfo(plan, s);
+            if (item.kind === "step") return await runStep(itemRun(scope, item, info, last, openStep, span));
+            if (item.kind === "parallel") return await runParallel(itemRun(scope, item, info, last, openStep, span));
+            if (item.kind === "sleep") return await runSleep(itemRun(scope, item, info, last, openStep, span));
+            if (item.kind === "wait") return await runWait(itemRun(scope, item, info, last, openStep, span));
             if (hook) await hook(`before:phase:${item.name}`);
-            return await runPhase({ ...at, item });
+            return await runPhase(itemRun(scope, item, info, last, openStep, span));
           } finally {
             if (metered) {
               telemetry.duration("phaseDuration", performance.now() - started, {

@@ -124,12 +124,11 @@ export function inPhaseTransaction<T>(
       ...props,
       executor: executor.withConnectionProvider(new SingleConnectionProvider(lazy)),
     });
-    const autocommit = new Kysely({
-      ...props,
-      executor: executor.withConnectionProvider(new SingleConnectionProvider(connection)),
-    });
+    // Made only for a phase that never began its transaction: most phases write, and a Kysely per phase is not free.
+    const autocommit = () =>
+      new Kysely({ ...props, executor: executor.withConnectionProvider(new SingleConnectionProvider(connection)) });
     try {
-      const result = await body({ tx, committer: () => (lazy.begun ? tx : autocommit) });
+      const result = await body({ tx, committer: () => (lazy.begun ? tx : autocommit()) });
       await lazy.commit();
       return result;
     } catch (error) {

@@ -11,7 +11,7 @@
  *   node scripts/mutate.mjs --only unfenced-phase-commit --suites core,torture
  *   node scripts/mutate.mjs --only unfenced-phase-commit --suites torture --repeat 3
  *   node scripts/mutate.mjs --list
- *   node scripts/mutate.mjs --check              # no suites: does each patch apply, type-check and migrate?
+ *   node scripts/mutate.mjs --check              # no suites: does each patch apply, type-check and migrate? (in a scratch copy)
  *   node scripts/mutate.mjs --markdown out.md    # also write the table as Markdown
  *
  * Each patch is a plain `git diff` of packages/core/src and/or migrations/
@@ -42,6 +42,7 @@ import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSy
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { parseArgs } from "node:util";
+import { checkPatches, migrationError } from "./mutation-check.mjs";
 
 const root = resolve(import.meta.dirname, "..");
 const patchDir = join(root, "scripts", "mutations");
@@ -150,35 +151,7 @@ function staleness(p) {
   return check.status === 0 ? undefined : check.stderr.trim().split("\n")[0];
 }
 
-/**
- * Migrate an empty in-memory PGlite database with the migrations as they are
- * on disk now (the engine's own runner, from the TypeScript source); returns
- * the error text, or undefined when every migration applied.
- */
-function migrationError() {
-  const script = `
-    import { PGlite } from "@electric-sql/pglite";
-    import { Kysely } from "kysely";
-    import { PGliteDialect } from "kysely-pglite-dialect";
-    import { createEngine } from "./src/index.ts";
-    const db = new Kysely({ dialect: new PGliteDialect(await PGlite.create()) });
-    try { await createEngine({ db }).migrate(); }
-    catch (error) { console.error("migration failed: " + error.message); process.exitCode = 1; }
-    finally { await db.destroy(); }`;
-  const run = spawnSync(
-    process.execPath,
-    ["--import", "tsx", "--conditions=@idempo/source", "--input-type=module", "-e", script],
-    { cwd: coreDir, encoding: "utf8" },
-  );
-  if (run.status === 0) return undefined;
-  const said = /^migration failed: (.*)$/m.exec(run.stderr)?.[1];
-  // A crash before the runner answered: the first line naming an error, not node's closing version line.
-  const crash = run.stderr.split("\n").find((l) => /error/i.test(l)) ?? run.stderr.trim().split("\n")[0];
-  return said ?? `${(crash || "").trim()} (exit ${run.status ?? run.signal})`;
-}
-
 const touchesMigrations = (p) => p.files.some((f) => f.startsWith("migrations/"));
-const missingTests = (p) => p.tests.filter((t) => !existsSync(join(coreDir, t)));
 
 const alreadyIn = patches.filter((p) => git(["apply", "--check", "-R", "-"], p.text).status === 0);
 if (alreadyIn.length > 0) {
@@ -190,47 +163,9 @@ if (alreadyIn.length > 0) {
 }
 
 if (values.check) {
-  // Cheap upkeep after the source moves: apply each patch, type-check core, migrate when it
-  // touches a migration, restore. No test runs.
-  let bad = 0;
-  for (const p of chosen) {
-    const stale = staleness(p);
-    const missing = missingTests(p);
-    if (stale) {
-      bad++;
-      console.log(`${p.name}: STALE (${stale})`);
-      continue;
-    }
-    if (missing.length > 0) {
-      bad++;
-      console.log(`${p.name}: NAMES MISSING TEST FILES (${missing.join(", ")})`);
-      continue;
-    }
-    try {
-      applyPatch(p);
-      const touchesSource = p.files.some((f) => f.startsWith("packages/"));
-      const tsc = touchesSource
-        ? spawnSync("pnpm", ["--filter", "@idempo/core", "exec", "tsc", "--noEmit", "-p", "tsconfig.json"], {
-            cwd: root,
-            encoding: "utf8",
-          })
-        : { status: 0 };
-      const migrated = tsc.status === 0 && touchesMigrations(p) ? migrationError() : undefined;
-      if (tsc.status !== 0) {
-        bad++;
-        console.log(`${p.name}: DOES NOT TYPE-CHECK\n${tsc.stdout.trim().split("\n").slice(0, 5).join("\n")}`);
-      } else if (migrated) {
-        bad++;
-        console.log(`${p.name}: DOES NOT MIGRATE (${migrated})`);
-      } else {
-        const passed = [touchesSource && "type-checks", touchesMigrations(p) && "migrates"].filter(Boolean);
-        console.log(`${p.name}: applies, ${passed.join(" and ")}`);
-      }
-    } finally {
-      restore();
-    }
-  }
-  process.exit(bad > 0 ? 2 : 0);
+  // Cheap upkeep after the source moves, in a scratch copy (scripts/mutation-check.mjs): the
+  // checkout never holds a fault, so this may run beside the tests and the pack check.
+  process.exit(checkPatches(root, chosen) > 0 ? 2 : 0);
 }
 
 const suites = values.suites.split(",").map((x) => x.trim());
@@ -361,7 +296,7 @@ for (const p of chosen) {
   let broken;
   try {
     applyPatch(p);
-    broken = touchesMigrations(p) ? migrationError() : undefined;
+    broken = touchesMigrations(p) ? migrationError(coreDir) : undefined;
     for (let r = 1; r <= repeat && !broken; r++) {
       console.error(`${p.name}: applied, running ${suites.join(" + ")}${repeat > 1 ? ` (${r}/${repeat})` : ""} ...`);
       rounds.push(await oneRound(p, `${p.name}-${r}`));

@@ -1,4 +1,3 @@
-export type { InputIssue } from "./errors.js";
 export {
   AttemptTimeoutError,
   DatabaseUnavailableError,
@@ -6,6 +5,7 @@ export {
   IdempotencyKeyExpiredError,
   IdempotencyKeyInProgressError,
   IdempotencyKeyMismatchError,
+  type InputIssue,
   InputValidationError,
   InvalidIdempotencyKeyError,
   InvalidOptionError,
@@ -23,8 +23,7 @@ export {
 export type { JsonObject, JsonValue } from "./json/json-value.js";
 export { deriveStepKey } from "./keys/derived-key.js";
 export { MAX_KEY_BYTES } from "./keys/key-validation.js";
-export type { PreparedStatementsOptions } from "./prepared-statements.js";
-export { withPreparedStatements } from "./prepared-statements.js";
+export { type PreparedStatementsOptions, withPreparedStatements } from "./prepared-statements.js";
 export type { EnqueueRequest, EnqueueResult } from "./runtime/admission/enqueue.js";
 export type { RunOnceRequest } from "./runtime/admission/run-once.js";
 export type { ListenCheckOptions } from "./runtime/background/listen-options.js";
@@ -45,12 +44,10 @@ export type {
 export type { ResumeReport, ResumeStaleOptions } from "./runtime/background/resume-stale.js";
 export type { SweepOptions } from "./runtime/background/sweep.js";
 export type { Worker, WorkerOptions } from "./runtime/background/worker.js";
-export type { Engine } from "./runtime/engine.js";
-export { createEngine } from "./runtime/engine.js";
+export { createEngine, type Engine } from "./runtime/engine.js";
 export type { EngineOptions } from "./runtime/engine-options.js";
 export type { RunResult } from "./runtime/execution/run-result.js";
-export type { StepFailure } from "./runtime/execution/step-failure.js";
-export { stepFailureOf } from "./runtime/execution/step-failure.js";
+export { type StepFailure, stepFailureOf } from "./runtime/execution/step-failure.js";
 export type { AdminApi, ListOutboxOptions, OutboxEntry, WorkflowStats } from "./runtime/operator/admin-api.js";
 export type {
   CancelOptions,

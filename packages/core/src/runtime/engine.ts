@@ -15,15 +15,15 @@ import type { RunOnceRequest } from "./admission/run-once.js";
 import { runOnce } from "./admission/run-once.js";
 import type { Relay, RelayOptions } from "./background/relay.js";
 import { startRelay } from "./background/relay.js";
-import { attachDueResumer, resumeDueRuns } from "./background/resume-due.js";
+import { resumeDueRuns } from "./background/resume-due.js";
 import type { ResumeReport, ResumeStaleOptions } from "./background/resume-stale.js";
 import { resumeStale } from "./background/resume-stale.js";
 import type { SweepOptions } from "./background/sweep.js";
 import { sweep } from "./background/sweep.js";
 import type { Worker, WorkerOptions } from "./background/worker.js";
 import { startWorker } from "./background/worker.js";
-import { attachClockAccess } from "./clock-access.js";
 import { createContext } from "./engine-context.js";
+import { attachInternals } from "./engine-internals.js";
 import type { EngineOptions } from "./engine-options.js";
 import { translateEntryErrors, withEntryErrors } from "./entry-errors.js";
 import { faultHookOf } from "./execution/hooks.js";
@@ -381,13 +381,15 @@ export function createEngine<DB>(options: EngineOptions<DB>): Engine {
     startWorker: (opts) => startWorker(ctx, opts, scheduleFiring(ctx, schedules, opts)),
     migrate: () => applyMigrations(db, tables),
   };
-  attachDueResumer(engine, (opts) => translateEntryErrors(resumeDueRuns(ctx, opts), tables.schema, "resumeDue"));
-  attachClockAccess(engine, {
-    db: options.db,
-    schema: tables.schema,
-    fireSchedules: (workflows, onError) =>
-      fireDueSchedules(ctx, { registry: schedules, workflows: newestByName(workflows) }, onError),
-    nextTick: (cron, timezone, after) => cronOf("the test clock", cron, timezone).nextRun(after),
+  attachInternals(engine, {
+    resumeDue: (opts) => translateEntryErrors(resumeDueRuns(ctx, opts), tables.schema, "resumeDue"),
+    clock: {
+      db: options.db,
+      schema: tables.schema,
+      fireSchedules: (workflows, onError) =>
+        fireDueSchedules(ctx, { registry: schedules, workflows: newestByName(workflows) }, onError),
+      nextTick: (cron, timezone, after) => cronOf("the test clock", cron, timezone).nextRun(after),
+    },
   });
   return Object.freeze(engine);
 }

@@ -2,8 +2,9 @@
  * Resuming due suspended runs once, without a worker: what `idempo resume`
  * does for runs whose sleep ended, whose awaited signal arrived or whose
  * wait timed out, and for enqueued runs, when no worker runs. Not part of
- * the supported API: the engine attaches its implementation to itself here,
- * as it does its fault hook, and `@idempo/core/internal` reaches it.
+ * the supported API: `createEngine` hands {@link resumeDueRuns} over with its
+ * other internals (`../engine-internals.ts`), and `@idempo/core/internal`
+ * reaches it there as `resumeDue`.
  */
 import { RESUME_STALE_OPTIONS } from "../../options/known-options.js";
 import { intOption } from "../../options/option-checks.js";
@@ -14,7 +15,7 @@ import { deployedByName, prioritiesOf } from "../../workflow/versions.js";
 import type { EngineContext } from "../engine-context.js";
 import { executeDue } from "./execute-due.js";
 
-/** Options of {@link resumeDue}. */
+/** Options of `resumeDue` (`@idempo/core/internal`). */
 export interface ResumeDueOptions {
   /** The workflow definitions this process can run, as for `resumeStale`; runs of others are left alone. */
   // biome-ignore lint/suspicious/noExplicitAny: any workflow, whatever its input and body types
@@ -24,38 +25,15 @@ export interface ResumeDueOptions {
 }
 
 /**
- * What {@link resumeDue} did, run by run. `resumed` holds each run it took
- * with the result of running it to its next stop: a final response, or
- * `outcome: 'suspended'` (status 202) when it reached another sleep or wait.
- * A run that another worker or a client took first is in neither list.
+ * What `resumeDue` (`@idempo/core/internal`) did, run by run. `resumed`
+ * holds each run it took with the result of running it to its next stop: a
+ * final response, or `outcome: 'suspended'` (status 202) when it reached
+ * another sleep or wait. A run that another worker or a client took first
+ * is in neither list.
  */
 export interface DueReport {
   readonly resumed: readonly { tenantId: string; key: string; workflow: string; status: number; outcome: string }[];
   readonly failed: readonly { tenantId: string; key: string; workflow: string; error: Error }[];
-}
-
-type DueResumer = (options: ResumeDueOptions) => Promise<DueReport>;
-
-const resumers = new WeakMap<object, DueResumer>();
-
-/** Called by `createEngine`: how this engine resumes due runs. */
-export function attachDueResumer(engine: object, resumer: DueResumer): void {
-  resumers.set(engine, resumer);
-}
-
-/**
- * Take the due suspended runs of `options.workflows` (each tenant's oldest
- * first, at most `limit`) with the statement a worker uses, and run each
- * from its recovery point to its next stop, one after another. Safe beside
- * running workers and client retries: each run is taken by one of them.
- *
- * @param engine an engine made by `createEngine`.
- * @throws WorkflowDefinitionError / InvalidOptionError on bad options, as `resumeStale`.
- */
-export function resumeDue(engine: object, options: ResumeDueOptions): Promise<DueReport> {
-  const resumer = resumers.get(engine);
-  if (!resumer) throw new TypeError("resumeDue needs an engine made by createEngine");
-  return resumer(options);
 }
 
 /** The due runs of `options.workflows`, each executed once, in the order a worker would take them. */

@@ -39,6 +39,7 @@ export const ENGINE_OPTIONS = optionShape(
     workflows: ARRAY,
     preparedStatements: BOOLEAN,
     maxPayloadBytes: INTEGER,
+    unavailableRetryMs: INTEGER,
   },
   // `db` is not required here: an engine made before its database exists (a test file's) fails at its first call.
 );

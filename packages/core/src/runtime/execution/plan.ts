@@ -37,4 +37,6 @@ export interface ExecutorDeps {
   readonly silentHeartbeat: boolean;
   /** The bound on each stored value, in canonical JSON UTF-8 bytes (`maxPayloadBytes`). */
   readonly maxPayloadBytes: number;
+  /** How long work the database refused without running it is tried again, ms (`unavailableRetryMs`). */
+  readonly unavailableRetryMs: number;
 }

@@ -100,6 +100,8 @@ export interface ChaosOptions {
   readonly restartDue: () => boolean;
   /** The database cluster, for the `failover` and `switchover` faults. */
   readonly cluster?: ClusterControl | undefined;
+  /** Awaited right before the primary is killed or switched over (to have other load in flight then). */
+  readonly beforeFailover?: (() => Promise<void>) | undefined;
   readonly log: (line: string) => void;
 }
 
@@ -270,6 +272,7 @@ export class Chaos {
     const { cluster, log } = this.#o;
     if (!cluster) throw new Error(`a ${kind} fault needs the cluster`);
     await cluster.settle();
+    await this.#o.beforeFailover?.();
     if (kind === "failover") {
       log(`chaos: SIGKILL of the primary's postmaster on ${await cluster.killPrimary()}`);
       this.counters.primaryKills++;

@@ -70,6 +70,8 @@ export interface TortureOptions {
    * stall on it (a failover).
    */
   readonly onProgress?: (done: number) => void;
+  /** Awaited right before each primary kill or switchover (to have other load in flight at it). */
+  readonly beforeFailover?: () => Promise<void>;
 }
 
 const OPERATORS = { good: 30, poison: 4, actions: 150, leaseMs: 400 };
@@ -139,6 +141,7 @@ export async function runTorture(options: TortureOptions): Promise<Report> {
     server: options.server,
     restartDue: () => book.settled >= options.runs / 2,
     cluster: options.cluster,
+    beforeFailover: options.beforeFailover,
     log,
   });
 
@@ -181,9 +184,12 @@ export async function runTorture(options: TortureOptions): Promise<Report> {
     const verdictPool = options.cluster
       ? openPool(await options.cluster.leaderUrl(name), "idempo-torture-verify", 2)
       : driverPool;
-    const verdict = await verify(verdictPool, book, end.replays).finally(async () => {
+    let verdict: Awaited<ReturnType<typeof verify>>;
+    try {
+      verdict = await verify(verdictPool, book, end.replays);
+    } finally {
       if (verdictPool !== driverPool) await verdictPool.end();
-    });
+    }
     let operators: OperatorVerdict | undefined;
     if (options.operators !== false) {
       log("operator scenario: poison runs and operator verbs racing live owners");

@@ -44,6 +44,8 @@ export interface FailoverOptions {
   readonly log: (line: string) => void;
 }
 
+/** How long a burst of charges runs before its primary kill or switchover, ms. */
+const BURST_LEAD_MS = 150;
 /** Callers of the HTTP service working at once. */
 const HTTP_LANES = 4;
 /** The longest the HTTP callers take after the fleet is done: only a hang reaches it. */
@@ -60,7 +62,12 @@ export async function runFailover(options: FailoverOptions): Promise<FailoverRep
   const service = await startHttpService(serviceUrl);
   log(`http: the example's service on ${service.url} (pid ${service.child.pid}), database ${serviceDb}`);
 
-  // The charges start as the fleet's run goes (by intents settled and faults made), so the kills land among them.
+  // Half the charges start as the fleet's run goes (by intents settled and faults made); the other half
+  // in bursts, one started just before each primary kill and switchover, so that they meet it in flight.
+  const disruptive = (options.faults.failover ?? 0) + (options.faults.switchover ?? 0);
+  const perBurst = disruptive === 0 ? 0 : Math.floor(options.httpIntents / 2 / disruptive);
+  const spread = options.httpIntents - perBurst * disruptive;
+  let bursts = 0;
   const charges: Charge[] = mintCharges(options.httpIntents, new Random(options.seed + 2), `fo-${options.seed}`);
   const tally: CallerTally = { requests: 0, inProgress: 0, unavailable: 0, noAnswer: 0, unexpected: [] };
   let progress = 0;
@@ -72,7 +79,7 @@ export async function runFailover(options: FailoverOptions): Promise<FailoverRep
     for (;;) {
       const i = next;
       if (i >= charges.length) return;
-      if (!fleetDone && progress < i / charges.length) {
+      if (!fleetDone && i >= Math.floor(progress * spread) + bursts * perBurst) {
         await sleep(50);
         continue;
       }
@@ -98,6 +105,11 @@ export async function runFailover(options: FailoverOptions): Promise<FailoverRep
       cluster: options.cluster,
       onProgress: (done) => {
         progress = done;
+      },
+      beforeFailover: async () => {
+        bursts++;
+        // Long enough for the burst's first charges to be in their phases and steps when the primary goes.
+        await sleep(BURST_LEAD_MS);
       },
       log,
     });

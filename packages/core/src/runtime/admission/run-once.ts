@@ -3,7 +3,12 @@
  * stored answer, resume a due suspended run, take over an expired lease, or
  * wait (within `waitInFlightMs`) for the attempt that holds the key.
  */
-import { IdempotencyKeyInProgressError, RunParkedError, WorkflowDefinitionError } from "../../errors.js";
+import {
+  DatabaseUnavailableError,
+  IdempotencyKeyInProgressError,
+  RunParkedError,
+  WorkflowDefinitionError,
+} from "../../errors.js";
 import { newId } from "../../ids.js";
 import { RUN_ONCE_REQUEST } from "../../options/known-options.js";
 import { MAX_TIMER_MS } from "../../options/limits.js";
@@ -18,6 +23,7 @@ import { versionsOf } from "../../workflow/versions.js";
 import type { EngineContext } from "../engine-context.js";
 import { leaseFor, runAttributes } from "../engine-context.js";
 import { translateEntryErrors } from "../entry-errors.js";
+import { isConnectionLoss } from "../execution/db-errors.js";
 import { execute } from "../execution/executor.js";
 import { DEFAULT_MAX_ATTEMPTS, reportParkedByTakeover, resumeTaken } from "../execution/resume.js";
 import type { RunResult } from "../execution/run-result.js";
@@ -100,15 +106,34 @@ async function claimAndRun<In, B>(
   let pause = FIRST_PAUSE_MS;
   let fresh: NewRun | undefined;
   const call: Call = { ctx, def, checked, runLease, span, claimed };
+  /**
+   * Once the call waits for another attempt, a lost connection (a failover)
+   * is one more reason to look again after a pause, until the deadline: a
+   * claim or takeover that may have landed left a live lease of this call's
+   * own, which the next rounds wait out and take over like any other.
+   */
+  const patient = async <T>(work: () => Promise<T>): Promise<T> => {
+    for (;;) {
+      try {
+        return await work();
+      } catch (error) {
+        const left = deadline - performance.now();
+        if (!watch || left <= 0 || !(error instanceof DatabaseUnavailableError || isConnectionLoss(error))) throw error;
+        await watch.pause(Math.min(left, pause));
+        pause = Math.min(MAX_PAUSE_MS, pause * 2);
+      }
+    }
+  };
   try {
     return await admit<ExistingRun, RunResult<B>>(checked, def.name, {
-      claim: () => {
-        fresh = newRun(call);
-        return claimNewKey(ctx.db, ctx.tables, fresh);
-      },
+      claim: () =>
+        patient(() => {
+          fresh = newRun(call);
+          return claimNewKey(ctx.db, ctx.tables, fresh);
+        }),
       reclaimExpired: () => reclaimExpiredKey(ctx.db, ctx.tables, fresh as NewRun),
       claimed: () => start(call, fresh as NewRun) as Promise<RunResult<B>>,
-      existing: (found) => answerExisting(call, found) as Promise<RunResult<B> | "again" | number>,
+      existing: (found) => patient(() => answerExisting(call, found) as Promise<RunResult<B> | "again" | number>),
       /**
        * Another attempt holds the key: answer 409 now, or, within
        * `waitInFlightMs`, pause (no connection held) and look again.

@@ -47,7 +47,9 @@ export interface RunOnceRequest<In> {
    * `IdempotencyKeyInProgressError` at once; a lease that runs out or a
    * suspension that becomes due meanwhile is taken over and resumed here.
    * Woken by NOTIFY when the engine has a `listen` connection, by polling
-   * otherwise; no pooled connection is held while waiting.
+   * otherwise; no pooled connection is held while waiting. While waiting, a
+   * lost connection (a failover) is one more reason to look again, until
+   * the time is up.
    * 0 to 2 147 483 647 (Default: 0, answer at once).
    */
   waitInFlightMs?: number;

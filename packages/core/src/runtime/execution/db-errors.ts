@@ -13,5 +13,8 @@ export function isTransient(error: unknown): boolean {
   return code === "40001" || code === "40P01" || code === "55P03";
 }
 
-/** Connection failures are classified in the store, where statements are sent. */
+/**
+ * Connection failures are classified in the store, where statements are
+ * sent and what they did is known (see `store/connection-failures.ts`).
+ */
 export { inDoubt, isConnectionLoss, ranNothing } from "../../store/connection-failures.js";

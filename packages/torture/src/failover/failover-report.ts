@@ -12,7 +12,7 @@ export interface FailoverReport {
 }
 
 /** The three numbers that must be 0, over both halves. */
-export function failoverTotals(r: FailoverReport): { duplicates: number; lost: number; other: number } {
+function failoverTotals(r: FailoverReport): { duplicates: number; lost: number; other: number } {
   return {
     duplicates: r.main.duplicateEffects + r.http.duplicateEffects,
     lost: r.main.lostIntents + r.http.lostIntents,

@@ -13,6 +13,10 @@
 #                            routes to it; print the new leader's name
 #   cluster.sh primary-pid   print "<node> <pid>" of the leader's postmaster, for a caller
 #                            that kills it itself without waiting for this script
+#   cluster.sh settle        wait (up to 90 s) until there is a leader, the other node is its
+#                            synchronous standby again and the front routes to the leader
+#                            only: the state a failover test starts its next fault from
+#   cluster.sh install       install what is missing (as `up` does) and start nothing
 #   cluster.sh leader        print the leader's name (empty when there is none)
 #   cluster.sh node-url NAME print a node's own connection string (not through HAProxy)
 #
@@ -409,6 +413,18 @@ cmd_primary_pid() {
   echo "$l $pid"
 }
 
+# The cluster as `up` left it: a leader, the other node its standby, the front on the leader only.
+settled() {
+  local l
+  l="$(leader)" && is_standby "$(other "$l")" && front_routes_to "$l"
+}
+
+cmd_settle() {
+  [ -d "$DIR" ] || die "the cluster is not up"
+  wait_until 90 "settled: $(leader 2>/dev/null) leads, $(other "$(leader 2>/dev/null || echo node2)") is its standby" settled ||
+    die "the cluster did not settle within 90 s: $(cmd_status 2>&1 | tr '\n' ';')"
+}
+
 cmd_kill_primary() {
   local line
   line="$(cmd_primary_pid)" || exit 1
@@ -436,6 +452,8 @@ down) cmd_down ;;
 status) cmd_status ;;
 url) front_url ;;
 leader) leader || true ;;
+settle) cmd_settle ;;
+install) ensure_installed ;;
 node-url)
   [ -n "$(pg_port "${2:-}")" ] || { log "usage: cluster.sh node-url node1|node2"; exit 2; }
   node_url "$2"
@@ -444,7 +462,7 @@ kill-primary) cmd_kill_primary ;;
 primary-pid) cmd_primary_pid ;;
 switchover) cmd_switchover ;;
 *)
-  log "usage: cluster.sh up|down|status|url|leader|node-url NAME|primary-pid|kill-primary|switchover"
+  log "usage: cluster.sh up|down|status|url|leader|node-url NAME|primary-pid|kill-primary|switchover|settle|install"
   exit 2
   ;;
 esac

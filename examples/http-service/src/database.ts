@@ -1,4 +1,5 @@
 import { PGlite } from "@electric-sql/pglite";
+import { withPreparedStatements } from "@idempo/core";
 import type { Generated } from "kysely";
 import { Kysely, PostgresDialect, sql } from "kysely";
 import { PGliteDialect } from "kysely-pglite-dialect";
@@ -21,6 +22,19 @@ export interface Database {
 }
 
 /**
+ * A pool that outlives a lost server: `withPreparedStatements` listens for
+ * the errors node-postgres emits on idle connections (without a listener,
+ * a server restart or failover crashes the process), connects time out
+ * fast (a caller retries instead of hanging), and TCP keepalive notices a
+ * server that vanished without a reset.
+ */
+function serverPool(url: string): pg.Pool {
+  return withPreparedStatements(
+    new pg.Pool({ connectionString: url, max: 8, connectionTimeoutMillis: 2_000, keepAlive: true }),
+  );
+}
+
+/**
  * The database: the PostgreSQL server at `url` when one is given, else an
  * in-memory PGlite (PostgreSQL compiled to WebAssembly) that needs no set-up
  * and is gone when the process exits.
@@ -31,7 +45,7 @@ export interface Database {
  */
 export async function openDatabase(url: string | undefined): Promise<{ db: Kysely<Database>; label: string }> {
   const db = url
-    ? new Kysely<Database>({ dialect: new PostgresDialect({ pool: new pg.Pool({ connectionString: url, max: 8 }) }) })
+    ? new Kysely<Database>({ dialect: new PostgresDialect({ pool: serverPool(url) }) })
     : new Kysely<Database>({ dialect: new PGliteDialect(await PGlite.create()) });
   await sql`
     CREATE TABLE IF NOT EXISTS charges (

@@ -232,23 +232,45 @@ export class PayloadTooLargeError extends IdempoError {
 }
 
 /**
- * The database connection failed or was terminated mid-operation (503).
- * A transaction cut off before its COMMIT rolled back; one cut off at its
- * COMMIT may or may not have committed (only the acknowledgement may have
- * been lost). The engine never re-runs a phase in process after such an
- * error: the next attempt on the key finds out from the recovery point,
- * resuming after the phase if it committed and running it once if not.
+ * The database connection failed or was terminated mid-operation, or the
+ * node it reached takes no writes (a standby during a failover), and the
+ * engine's bounded retry (`unavailableRetryMs`) did not outlast it (503).
+ * A transaction cut off before its COMMIT rolled back. One cut off at its
+ * COMMIT, or a statement sent alone that lost its answer, may have landed:
+ * `inDoubt` then names it, and the message says so. The engine never
+ * assumes either way and never re-runs a phase in process after such an
+ * error: the next attempt on the key reads the run's record, resuming after
+ * the phase if it committed and running it once if not. Retry the same key.
+ * (The name comes from the in-doubt transactions of two-phase commit: an
+ * outcome that is found out, never guessed.)
  */
 export class DatabaseUnavailableError extends IdempoError {
-  constructor(cause: unknown) {
+  /**
+   * What may have committed without its acknowledgement, e.g. "the COMMIT of
+   * phase 'charge'" or "the call of claim_new_key"; undefined when the
+   * failure came before anything was sent, inside an open transaction (which
+   * rolled back), or where the engine cannot tell.
+   */
+  readonly inDoubt: string | undefined;
+
+  /**
+   * @param cause the driver's error.
+   * @param inDoubt what may have landed when the connection broke after it was sent.
+   */
+  constructor(cause: unknown, inDoubt?: string) {
+    const detail = cause instanceof Error ? cause.message : String(cause);
     super(
       "database_unavailable",
       503,
-      `the database connection failed: ${cause instanceof Error ? cause.message : String(cause)}; ` +
-        "a transaction open at that moment may or may not have committed; the next attempt will find out " +
-        "from the run's recovery point: retry the same key later",
+      inDoubt === undefined
+        ? `the database connection failed: ${detail}; a transaction open at that moment may or may not have ` +
+            "committed; the next attempt will find out from the run's recovery point: retry the same key later"
+        : `the database connection failed during ${inDoubt}: ${detail}; it may have landed (only its answer ` +
+            "was lost) or not, and nothing is assumed: the next attempt on this key reads the run's record and " +
+            "carries on after it if it committed, or does it once if not: retry the same key later",
       { cause },
     );
+    this.inDoubt = inDoubt;
   }
 }
 

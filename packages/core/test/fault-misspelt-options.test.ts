@@ -49,7 +49,7 @@ describe("createEngine", () => {
       caught(() => createEngine({ db: t.db, leaseMS: 1000 } as never)),
       "leaseMS",
       /^createEngine: unknown option 'leaseMS' \(did you mean 'leaseMs'\?\); the known options are /,
-      /answerTimeoutMs, attemptTimeoutMs, db, heartbeatMs, leaseMs, listen, listenCheckMs, logger, maxPayloadBytes, preparedStatements, rateLimits, retentionMs, schema, workflows$/,
+      /answerTimeoutMs, attemptTimeoutMs, db, heartbeatMs, leaseMs, listen, listenCheckMs, logger, maxPayloadBytes, preparedStatements, rateLimits, retentionMs, schema, unavailableRetryMs, workflows$/,
     );
   });
 

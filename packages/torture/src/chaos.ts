@@ -6,11 +6,13 @@
  * connections; SIGSTOP a worker past its lease; a zombie round (a worker
  * frozen between two writes of a run, woken while its successor is held at
  * a boundary, so the zombie's write meets a run that is still in flight); a
- * duplicate storm; and, once per run when the suite owns the server, a
- * server restart. Minting waits while a due fault is not done yet.
+ * duplicate storm; once per run when the suite owns the server, a
+ * server restart; and, on a failover cluster, SIGKILL of the database
+ * primary and switchovers. Minting waits while a due fault is not done yet.
  */
 import type pg from "pg";
 import { WORKER_APP_PREFIX } from "./database.ts";
+import type { ClusterControl } from "./failover/cluster.ts";
 import type { Intent } from "./intents.ts";
 import type { Random } from "./random.ts";
 import type { Fleet, WorkerProcess, ZombieEvent } from "./worker-fleet.ts";
@@ -24,15 +26,26 @@ export interface FaultPlan {
   readonly pause: number;
   readonly zombie: number;
   readonly storm: number;
+  /** SIGKILL of the database primary's postmaster (needs `cluster`). */
+  readonly failover?: number;
+  /** A graceful switchover of the database primary (needs `cluster`). */
+  readonly switchover?: number;
 }
 type FaultKind = keyof FaultPlan;
 
-const WEIGHTS: FaultPlan = { kill: 12, armedKill: 12, terminate: 20, pause: 16, zombie: 16, storm: 24 };
+const WEIGHTS: Required<Omit<FaultPlan, "failover" | "switchover">> = {
+  kill: 12,
+  armedKill: 12,
+  terminate: 20,
+  pause: 16,
+  zombie: 16,
+  storm: 24,
+};
 
 /** `total` faults spread over the kinds by the usual weights, at least one of each. */
 export function planFaults(total: number): FaultPlan {
   const sum = Object.values(WEIGHTS).reduce((a, b) => a + b, 0);
-  const share = (k: FaultKind) => Math.max(1, Math.round((total * WEIGHTS[k]) / sum));
+  const share = (k: keyof typeof WEIGHTS) => Math.max(1, Math.round((total * WEIGHTS[k]) / sum));
   return {
     kill: share("kill"),
     armedKill: share("armedKill"),
@@ -56,6 +69,9 @@ export interface ChaosCounters {
   zombies: number;
   storms: number;
   restarts: number;
+  /** Database primaries killed (SIGKILL of the postmaster) and switchovers made. */
+  primaryKills: number;
+  switchovers: number;
 }
 
 /** A server the suite may stop and start (never a shared one). */
@@ -82,6 +98,10 @@ export interface ChaosOptions {
   readonly server?: Restartable | undefined;
   /** Restart once this returns true (checked before each fault; once per run). */
   readonly restartDue: () => boolean;
+  /** The database cluster, for the `failover` and `switchover` faults. */
+  readonly cluster?: ClusterControl | undefined;
+  /** Awaited right before the primary is killed or switched over (to have other load in flight then). */
+  readonly beforeFailover?: (() => Promise<void>) | undefined;
   readonly log: (line: string) => void;
 }
 
@@ -97,6 +117,8 @@ export class Chaos {
     zombies: 0,
     storms: 0,
     restarts: 0,
+    primaryKills: 0,
+    switchovers: 0,
   };
   readonly #o: ChaosOptions;
   readonly #order: FaultKind[];
@@ -108,13 +130,20 @@ export class Chaos {
 
   constructor(options: ChaosOptions) {
     this.#o = options;
-    const order = (Object.keys(options.plan) as FaultKind[]).flatMap((k) => Array<FaultKind>(options.plan[k]).fill(k));
+    const order = (Object.keys(options.plan) as FaultKind[]).flatMap((k) =>
+      Array<FaultKind>(options.plan[k] ?? 0).fill(k),
+    );
     // Seeded shuffle: the same seed gives the same sequence of faults.
     for (let i = order.length - 1; i > 0; i--) {
       const j = options.rng.below(i + 1);
       [order[i], order[j]] = [order[j] as FaultKind, order[i] as FaultKind];
     }
     this.#order = order;
+  }
+
+  /** The share of the planned faults made so far, 0 to 1. */
+  get progress(): number {
+    return this.#order.length === 0 ? 1 : this.#next / this.#order.length;
   }
 
   /** Every planned fault has been made. */
@@ -162,6 +191,7 @@ export class Chaos {
 
   async #run(): Promise<void> {
     let restarted = this.#o.server === undefined;
+    let failed = "";
     while (!this.#stopped && !this.done) {
       if (this.#o.minted() < this.#dueAt(this.#next)) {
         await sleep(20);
@@ -176,8 +206,12 @@ export class Chaos {
       let made = false;
       try {
         made = await this.#fault(kind);
+        failed = "";
       } catch (error) {
-        this.#o.log(`chaos (${kind}): ${error instanceof Error ? error.message : String(error)}`);
+        // Tried again shortly; while the database fails over, the same error comes every time: said once.
+        const why = `chaos (${kind}): ${error instanceof Error ? error.message : String(error)}`;
+        if (why !== failed) this.#o.log(why);
+        failed = why;
       }
       if (made) this.#next++;
       // Not possible right now (no victim yet, a worker still starting): try again shortly.
@@ -222,7 +256,31 @@ export class Chaos {
         if (!this.#o.storm()) return false;
         this.counters.storms++;
         return true;
+      case "failover":
+      case "switchover":
+        return this.#failover(kind);
     }
+  }
+
+  /**
+   * Kill the database primary (or switch it over), from a settled cluster:
+   * a leader with its synchronous standby, so that the standby has every
+   * commit acknowledged before the kill. The workers, their relays and the
+   * clients carry on through it; nothing is restarted.
+   */
+  async #failover(kind: "failover" | "switchover"): Promise<boolean> {
+    const { cluster, log } = this.#o;
+    if (!cluster) throw new Error(`a ${kind} fault needs the cluster`);
+    await cluster.settle();
+    await this.#o.beforeFailover?.();
+    if (kind === "failover") {
+      log(`chaos: SIGKILL of the primary's postmaster on ${await cluster.killPrimary()}`);
+      this.counters.primaryKills++;
+    } else {
+      log(`chaos: switchover; ${await cluster.switchover()} leads now`);
+      this.counters.switchovers++;
+    }
+    return true;
   }
 
   /** Resolve with the first worker message that `match` accepts, or undefined after the deadline. */

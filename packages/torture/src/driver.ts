@@ -10,6 +10,7 @@ import type { FaultPlan } from "./chaos.ts";
 import { Chaos } from "./chaos.ts";
 import { Clients } from "./clients.ts";
 import { installSchema, openPool } from "./database.ts";
+import type { ClusterControl } from "./failover/cluster.ts";
 import { finish } from "./finish.ts";
 import { IntentBook } from "./intents.ts";
 import type { OperatorScenarioOptions, OperatorVerdict } from "./operator-scenario.ts";
@@ -54,6 +55,23 @@ export interface TortureOptions {
    * so that verbs meet live owners and stuck runs alike).
    */
   readonly operators?: Pick<OperatorScenarioOptions, "good" | "poison" | "actions" | "leaseMs"> | false;
+  /**
+   * The database is a failover cluster behind a front (`serverUrl`): the
+   * `failover` and `switchover` faults kill or switch its primary, the
+   * workers' relays and resumers LISTEN (and must LISTEN again on the new
+   * primary), a worker that exits on its own counts as a violation (nothing
+   * may need a restart), and the verdict reads the leader itself.
+   */
+  readonly cluster?: ClusterControl | undefined;
+  /**
+   * Called as the run goes with how far it is, 0 to 1: the larger of the
+   * share of intents answered (or given up) and the share of faults made.
+   * To pace other load by: it moves on at a fault even while the intents
+   * stall on it (a failover).
+   */
+  readonly onProgress?: (done: number) => void;
+  /** Awaited right before each primary kill or switchover (to have other load in flight at it). */
+  readonly beforeFailover?: () => Promise<void>;
 }
 
 const OPERATORS = { good: 30, poison: 4, actions: 150, leaseMs: 400 };
@@ -75,6 +93,7 @@ export async function runTorture(options: TortureOptions): Promise<Report> {
   const driverPool = openPool(url, "idempo-torture-driver", 2);
   let fencedInBackground = 0;
   let kills = 0;
+  const crashes: string[] = [];
   let stopping = false;
   let clients: Clients | undefined;
   let chaos: Chaos | undefined;
@@ -83,6 +102,7 @@ export async function runTorture(options: TortureOptions): Promise<Report> {
     databaseUrl: url,
     leaseMs: options.leaseMs,
     relayLeaseMs: options.leaseMs * 2,
+    listen: options.cluster !== undefined,
     onResult: (callId, outcomes) => clients?.onResult(callId, outcomes),
     onFenced: (count) => {
       fencedInBackground += count;
@@ -90,8 +110,11 @@ export async function runTorture(options: TortureOptions): Promise<Report> {
     onExit: (worker, exitSignal, calls) => {
       if (!stopping && exitSignal === "SIGKILL") kills++;
       // Anything but our own SIGKILL is a crash worth reading about.
-      else if (!stopping)
-        log(`worker ${worker.index} exited on its own (${exitSignal ?? `code ${worker.child.exitCode}`})`);
+      else if (!stopping) {
+        const how = `worker ${worker.index} exited on its own (${exitSignal ?? `code ${worker.child.exitCode}`})`;
+        log(how);
+        if (options.cluster) crashes.push(how);
+      }
       clients?.onWorkerExit(worker, calls);
     },
     onZombieEvent: (worker, event) => chaos?.onZombieEvent(worker, event),
@@ -117,6 +140,8 @@ export async function runTorture(options: TortureOptions): Promise<Report> {
     zombie: (worker, point) => (clients as Clients).zombie(worker, point),
     server: options.server,
     restartDue: () => book.settled >= options.runs / 2,
+    cluster: options.cluster,
+    beforeFailover: options.beforeFailover,
     log,
   });
 
@@ -124,7 +149,10 @@ export async function runTorture(options: TortureOptions): Promise<Report> {
   try {
     await fleet.start();
     chaos.start();
-    const tick = setInterval(() => clients?.dispatch(), 50);
+    const tick = setInterval(() => {
+      clients?.dispatch();
+      options.onProgress?.(Math.max(book.settled / options.runs, chaos?.progress ?? 0));
+    }, 50);
     const progress = setInterval(() => {
       const c = chaos.counters;
       log(
@@ -152,7 +180,16 @@ export async function runTorture(options: TortureOptions): Promise<Report> {
       await fleet.stopAll();
     }
     const end = await finish({ url, leaseMs: options.leaseMs, book, log });
-    const verdict = await verify(driverPool, book, end.replays);
+    // On a cluster: the new primary itself, not whatever the front routes to.
+    const verdictPool = options.cluster
+      ? openPool(await options.cluster.leaderUrl(name), "idempo-torture-verify", 2)
+      : driverPool;
+    let verdict: Awaited<ReturnType<typeof verify>>;
+    try {
+      verdict = await verify(verdictPool, book, end.replays);
+    } finally {
+      if (verdictPool !== driverPool) await verdictPool.end();
+    }
     let operators: OperatorVerdict | undefined;
     if (options.operators !== false) {
       log("operator scenario: poison runs and operator verbs racing live owners");
@@ -176,7 +213,11 @@ export async function runTorture(options: TortureOptions): Promise<Report> {
       duplicateEffects: verdict.duplicateEffects + (operators?.duplicateEffects ?? 0),
       lostIntents: verdict.lostIntents + (operators?.lostIntents ?? 0),
       otherViolations:
-        verdict.otherViolations + book.violations.length + end.problems.length + (operators?.otherViolations ?? 0),
+        verdict.otherViolations +
+        book.violations.length +
+        end.problems.length +
+        crashes.length +
+        (operators?.otherViolations ?? 0),
       chaos: { ...chaos.counters },
       operators,
       resumedAtEnd: end.resumed,
@@ -189,10 +230,11 @@ export async function runTorture(options: TortureOptions): Promise<Report> {
         inProgress: stats.inProgress,
         leaseLost: stats.leaseLost,
         unavailable: stats.unavailable,
+        inDoubt: stats.inDoubt,
         providerUnavailable: stats.providerUnavailable,
       },
       unexpected: [...stats.unexpected].map(([code, { count, sample }]) => ({ code, count, sample })),
-      problems: [...book.violations, ...verdict.problems, ...end.problems, ...(operators?.problems ?? [])],
+      problems: [...book.violations, ...crashes, ...verdict.problems, ...end.problems, ...(operators?.problems ?? [])],
       seconds: Math.round((Date.now() - started) / 1000),
       database: name,
     };

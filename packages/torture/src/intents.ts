@@ -36,6 +36,8 @@ export interface ClientStats {
   leaseLost: number;
   /** 503 database_unavailable. */
   unavailable: number;
+  /** Of those, the ones naming a COMMIT (or a call sent alone) that may have landed. */
+  inDoubt: number;
   /** The provider kept answering 503 through all of a step's retries. */
   providerUnavailable: number;
   /** A business unique constraint refused a write (a zombie redoing its successor's committed phase). */
@@ -54,6 +56,7 @@ export class IntentBook {
     inProgress: 0,
     leaseLost: 0,
     unavailable: 0,
+    inDoubt: 0,
     uniqueViolations: 0,
     providerUnavailable: 0,
     unexpected: new Map(),
@@ -112,8 +115,10 @@ export class IntentBook {
     }
     if (outcome.code === "key_in_progress") this.stats.inProgress++;
     else if (outcome.code === "lease_lost") this.stats.leaseLost++;
-    else if (outcome.code === "database_unavailable") this.stats.unavailable++;
-    else if (outcome.code === "unique_violation") this.stats.uniqueViolations++;
+    else if (outcome.code === "database_unavailable") {
+      this.stats.unavailable++;
+      if (outcome.inDoubt) this.stats.inDoubt++;
+    } else if (outcome.code === "unique_violation") this.stats.uniqueViolations++;
     else if (outcome.code === "provider_unavailable") this.stats.providerUnavailable++;
     else {
       const seen = this.stats.unexpected.get(outcome.code);

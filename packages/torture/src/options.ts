@@ -20,11 +20,18 @@ export interface CliOptions {
   readonly keepDatabase: boolean;
   /** Intents of the durable scenario run after the main one; 0 skips it. */
   readonly durableIntents: number;
+  /** `--failover`: the failover scenario on a Patroni cluster of its own instead (see `failover/`). */
+  readonly failover: boolean;
+  /** Primary kills and switchovers of the failover scenario. */
+  readonly primaryKills: number;
+  readonly switchovers: number;
+  /** Charges through the HTTP example's service in the failover scenario. */
+  readonly httpIntents: number;
 }
 
 export const USAGE = `usage: pnpm torture [--help] [--long] [--runs N] [--workers N] [--slots N] [--lease-ms MS]
                     [--faults N] [--budget-minutes M] [--seed N] [--database-url URL] [--keep-database]
-                    [--durable-intents N]
+                    [--durable-intents N] [--failover [--primary-kills N] [--switchovers N] [--http-intents N]]
 
   --long               10 000 runs (Default: 1 000)
   --runs N             intents to run; overrides --long
@@ -40,7 +47,15 @@ export const USAGE = `usage: pnpm torture [--help] [--long] [--runs N] [--worker
   --keep-database      keep the run's database even when every check passed
   --durable-intents N  then the durable scenario: N runs that sleep, send an outbox message and wait
                        for a signal while workers are killed, signals race and an operator rewinds
-                       some, then retries across retention; 0 skips it (Default: 24, 240 with --long)`;
+                       some, then retries across retention; 0 skips it (Default: 24, 240 with --long)
+  --failover           the failover scenario instead: a two-node Patroni cluster behind HAProxy of its
+                       own (scripts/failover/cluster.sh; it installs patroni, etcd and haproxy with
+                       apt-get when missing, and exits 3 when it cannot), the same fleet and chaos plus
+                       the HTTP example's service on it, while the database primary is SIGKILLed and
+                       switched over; checked on the new primary; the durable scenario is skipped
+  --primary-kills N    SIGKILLs of the primary's postmaster (Default: 3)
+  --switchovers N      graceful switchovers, 0 for none (Default: 1)
+  --http-intents N     charges through the HTTP service (Default: 100)`;
 
 function positive(name: string, value: string | undefined, fallback: number): number {
   if (value === undefined) return fallback;
@@ -67,6 +82,10 @@ export function parseOptions(argv: readonly string[]): CliOptions {
       "database-url": { type: "string" },
       "keep-database": { type: "boolean", default: false },
       "durable-intents": { type: "string" },
+      failover: { type: "boolean", default: false },
+      "primary-kills": { type: "string" },
+      switchovers: { type: "string" },
+      "http-intents": { type: "string" },
     },
     strict: true,
   });
@@ -85,5 +104,9 @@ export function parseOptions(argv: readonly string[]): CliOptions {
     keepDatabase: values["keep-database"] === true,
     durableIntents:
       values["durable-intents"] === "0" ? 0 : positive("durable-intents", values["durable-intents"], long ? 240 : 24),
+    failover: values.failover === true,
+    primaryKills: positive("primary-kills", values["primary-kills"], 3),
+    switchovers: values.switchovers === "0" ? 0 : positive("switchovers", values.switchovers, 1),
+    httpIntents: positive("http-intents", values["http-intents"], 100),
   };
 }

@@ -18,6 +18,11 @@ export interface WorkerConfig {
   readonly resumer: boolean;
   /** Relay claim length in ms: how soon a killed relay's messages come back. */
   readonly relayLeaseMs: number;
+  /**
+   * Give the relay and the resumer a LISTEN source (a pool of one of their
+   * own, which they reconnect through after a failover); else they poll.
+   */
+  readonly listen: boolean;
 }
 
 /** Driver to worker. */
@@ -47,7 +52,14 @@ export type DriverMessage =
 /** What one client saw. `text` is the body exactly as the client would serialise it. */
 export type ClientOutcome =
   | { readonly kind: "response"; readonly status: number; readonly text: string; readonly replayed: boolean }
-  | { readonly kind: "error"; readonly code: string; readonly message: string; readonly retryAfterMs?: number };
+  | {
+      readonly kind: "error";
+      readonly code: string;
+      readonly message: string;
+      readonly retryAfterMs?: number;
+      /** A 503 that names something that may have committed (`DatabaseUnavailableError.inDoubt`). */
+      readonly inDoubt?: boolean;
+    };
 
 /** Worker to driver. */
 export type WorkerMessage =

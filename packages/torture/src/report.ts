@@ -44,6 +44,8 @@ export interface Report {
     readonly inProgress: number;
     readonly leaseLost: number;
     readonly unavailable: number;
+    /** Of the 503s, those naming a COMMIT that may have landed. */
+    readonly inDoubt: number;
     readonly providerUnavailable: number;
   };
   /** Errors clients saw that are neither idempo's nor a lost connection. */
@@ -99,7 +101,8 @@ export function details(r: Report): string[] {
   const e = r.clientErrors;
   lines.push(
     `clients: 409 key_in_progress ${e.inProgress}, 409 lease_lost ${e.leaseLost}, ` +
-      `503 database_unavailable ${e.unavailable}, provider 503 after every retry ${e.providerUnavailable}`,
+      `503 database_unavailable ${e.unavailable} (a COMMIT in doubt ${e.inDoubt}), ` +
+      `provider 503 after every retry ${e.providerUnavailable}`,
   );
   for (const u of r.unexpected) lines.push(`unexpected error ${u.code} x${u.count}, e.g. ${u.sample}`);
   if (r.durable) {

@@ -13,6 +13,8 @@ export interface FleetOptions {
   readonly databaseUrl: string;
   readonly leaseMs: number;
   readonly relayLeaseMs: number;
+  /** Relays and resumers LISTEN on a pool of their own (see `WorkerConfig.listen`). */
+  readonly listen: boolean;
   readonly onResult: (callId: number, outcomes: readonly ClientOutcome[]) => void;
   readonly onFenced: (count: number) => void;
   /** A worker died; `calls` were outstanding on it. */
@@ -118,6 +120,7 @@ export class Fleet {
       leaseMs: this.#options.leaseMs,
       resumer: slot % 2 === 1,
       relayLeaseMs: this.#options.relayLeaseMs,
+      listen: this.#options.listen,
     };
     const child = fork(WORKER_ENTRY, [JSON.stringify(config)], {
       cwd: PACKAGE_DIR,

@@ -5,7 +5,13 @@
  * memory the suite relies on: the driver may SIGKILL or SIGSTOP it at any
  * moment, or tell it to SIGKILL itself at a named boundary.
  */
-import { createEngine, IdempoError, IdempotencyKeyInProgressError, LeaseLostError } from "@idempo/core";
+import {
+  createEngine,
+  DatabaseUnavailableError,
+  IdempoError,
+  IdempotencyKeyInProgressError,
+  LeaseLostError,
+} from "@idempo/core";
 import { setFaultHook } from "@idempo/core/internal";
 import { kyselyOn, openPool, WORKER_APP_PREFIX } from "./database.ts";
 import { mailboxHandlers } from "./mailbox.ts";
@@ -75,7 +81,10 @@ const fenced = (error: unknown) => {
   if (error instanceof LeaseLostError) send({ type: "fenced", count: 1 });
 };
 
+// A pool, not a client: after a failover the relay and the worker take a new connection and LISTEN again.
+const listen = config.listen ? openPool(config.databaseUrl, `${name}-listen`, 2) : undefined;
 engine.startRelay({
+  ...(listen ? { listen } : {}),
   handlers: mailboxHandlers(pool),
   concurrency: 4,
   pollIntervalMs: 100,
@@ -87,6 +96,7 @@ engine.startRelay({
 });
 if (config.resumer) {
   engine.startWorker({
+    ...(listen ? { listen } : {}),
     workflows: Object.values(workflows),
     intervalMs: config.leaseMs * 2,
     sweep: false,
@@ -105,6 +115,9 @@ async function client(message: Extract<DriverMessage, { type: "run" }>): Promise
   } catch (error) {
     if (error instanceof IdempotencyKeyInProgressError) {
       return { kind: "error", code: error.code, message: error.message, retryAfterMs: error.retryAfterMs };
+    }
+    if (error instanceof DatabaseUnavailableError) {
+      return { kind: "error", code: error.code, message: error.message, inDoubt: error.inDoubt !== undefined };
     }
     if (error instanceof IdempoError) return { kind: "error", code: error.code, message: error.message };
     const code = (error as { code?: unknown }).code;

@@ -40,6 +40,7 @@ export const ENGINE_OPTIONS = optionShape(
     preparedStatements: BOOLEAN,
     maxPayloadBytes: INTEGER,
     rateLimits: OBJECT,
+    unavailableRetryMs: INTEGER,
   },
   // `db` is not required here: an engine made before its database exists (a test file's) fails at its first call.
 );

@@ -55,6 +55,8 @@ const DEFAULT_LEASE_MS = 30_000;
 const DEFAULT_RETENTION_MS = 24 * 60 * 60 * 1000;
 /** Long enough for any healthy request or job, short enough that a hung one frees its key the same hour. */
 const DEFAULT_ATTEMPT_TIMEOUT_MS = 15 * 60 * 1000;
+/** A Patroni failover takes 1-3 s, a whole node lost about 10 s (docs/operations.md). */
+const DEFAULT_UNAVAILABLE_RETRY_MS = 10_000;
 
 /**
  * Check the engine's options and make its context. `engine` is the engine
@@ -68,11 +70,19 @@ export function createContext<DB>(options: EngineOptions<DB>, engine: () => obje
   const appDb = options.db as unknown as EngineDb;
   // The engine reads its own columns by their names: the application's plugins (CamelCasePlugin) are for its rows.
   const db = typeof appDb?.withoutPlugins === "function" ? appDb.withoutPlugins() : appDb;
-  const tables = tablesIn(options.schema ?? "idempo", options.preparedStatements ?? true);
+  const where = "createEngine";
+  const unavailableRetryMs = intOption(
+    where,
+    "unavailableRetryMs",
+    options.unavailableRetryMs,
+    0,
+    MAX_TIMER_MS,
+    DEFAULT_UNAVAILABLE_RETRY_MS,
+  );
+  const tables = tablesIn(options.schema ?? "idempo", options.preparedStatements ?? true, unavailableRetryMs);
   if (!/^[A-Za-z_][A-Za-z0-9_]{0,62}$/.test(tables.schema)) {
     throw new WorkflowDefinitionError(`schema must be a plain SQL identifier, got ${JSON.stringify(tables.schema)}`);
   }
-  const where = "createEngine";
   const leaseMs = intOption(where, "leaseMs", options.leaseMs, 1, MAX_TIMER_MS, DEFAULT_LEASE_MS);
   // Unset, the heartbeat follows each run's own lease (a workflow may shorten it).
   const heartbeatMs = intOption(where, "heartbeatMs", options.heartbeatMs, 1, MAX_TIMER_MS);
@@ -130,6 +140,7 @@ export function createContext<DB>(options: EngineOptions<DB>, engine: () => obje
       telemetry,
       maxPayloadBytes,
       rateLimits,
+      unavailableRetryMs,
     }),
   };
 }

@@ -93,4 +93,20 @@ export interface EngineOptions<DB> extends ListenCheckOptions {
    * ```
    */
   rateLimits?: Readonly<Record<string, RateLimitOptions>>;
+  /**
+   * How long, in ms, the engine keeps sending again, in place, work the
+   * database refused without running any of it: a write that reached a
+   * node that takes none (SQLSTATE 25006, a standby, or a primary during
+   * a failover before its promotion finished or while it is demoted), or
+   * a connection that could not be made (57P03 "not accepting connections
+   * yet", a refused or timed-out connect). It covers a phase's transaction
+   * (begun again from the start) and the engine's own statements outside
+   * one (claim, takeover, step records, completion, renewal), with pauses
+   * from 50 ms doubling to 1 s. Past it, or for a connection that broke
+   * after the work was sent, the call raises `DatabaseUnavailableError`
+   * (whose `inDoubt` names a COMMIT that may have landed). 0 to
+   * 2 147 483 647; 0 raises at once (Default: 10 000, longer than a
+   * Patroni failover; see docs/operations.md).
+   */
+  unavailableRetryMs?: number;
 }

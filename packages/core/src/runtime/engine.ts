@@ -167,7 +167,8 @@ export interface Engine extends AdminApi, OperatorVerbs, OverviewApi {
    * Wait for a run to complete and return its stored response
    * (`replayed: true`), without taking part in it. Woken by NOTIFY when the
    * engine has a `listen` connection, by polling (the guarantee) otherwise;
-   * no pooled connection is held between polls.
+   * no pooled connection is held between polls. A poll that loses its
+   * connection (a failover) is tried again until the timeout.
    *
    * @example
    * ```ts
@@ -175,6 +176,7 @@ export interface Engine extends AdminApi, OperatorVerbs, OverviewApi {
    * console.log(res.status, res.body) // the stored response, res.replayed === true
    * ```
    * @throws IdempotencyKeyInProgressError (409) still not completed at the timeout; `retryAfterMs` as for `runOnce`.
+   * @throws DatabaseUnavailableError (503) the database could not be read at the timeout.
    * @throws RunParkedError (500) the run is parked: it will not complete on its own.
    * @throws IdempotencyKeyExpiredError (410) the run completed and its record expired: its response is gone.
    * @throws RunNotFoundError (404) the key has no record, nor a tombstone in force.

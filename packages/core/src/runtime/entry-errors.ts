@@ -6,7 +6,7 @@
  * relation "idempo.runs" does not exist`.
  */
 import { DatabaseUnavailableError, IdempoError, WorkflowUsageError } from "../errors.js";
-import { isConnectionLoss } from "./execution/db-errors.js";
+import { inDoubt, isConnectionLoss } from "./execution/db-errors.js";
 
 /** A missing table (42P01), statement function (42883) or schema (3F000) of idempo's own schema. */
 function isMissingSchema(error: unknown, schema: string): boolean {
@@ -30,7 +30,7 @@ function notMigrated(schema: string, call: string): WorkflowUsageError {
  */
 function entryError(error: unknown, schema: string, call: string): unknown {
   if (error instanceof IdempoError) return error;
-  if (isConnectionLoss(error)) return new DatabaseUnavailableError(error);
+  if (isConnectionLoss(error)) return new DatabaseUnavailableError(error, inDoubt(error));
   if (isMissingSchema(error, schema)) return notMigrated(schema, call);
   return error;
 }

@@ -31,11 +31,14 @@ export interface Tables {
   readonly calls: StatementCalls;
 }
 
-/** @param prepare false to send the statement functions' calls unnamed (see {@link StatementCalls}). */
-export function tablesIn(schema: string, prepare = true): Tables {
+/**
+ * @param prepare false to send the statement functions' calls unnamed (see {@link StatementCalls}).
+ * @param refusedRetryMs how long a call the database refused without running it is sent again, ms (Default: 0, never).
+ */
+export function tablesIn(schema: string, prepare = true, refusedRetryMs = 0): Tables {
   return {
     schema,
-    calls: new StatementCalls(schema, prepare),
+    calls: new StatementCalls(schema, prepare, refusedRetryMs),
     runs: sql.id(schema, "runs"),
     history: sql.id(schema, "run_history"),
     migrations: sql.id(schema, "schema_migrations"),

@@ -20,6 +20,7 @@
 import { createHash } from "node:crypto";
 import type { Kysely, QueryResult } from "kysely";
 import { CompiledQuery } from "kysely";
+import { markSent, onConnection, retryRefused } from "./connection-failures.js";
 import { isSingleBackend } from "./single-backend.js";
 import { TableStatistics } from "./table-statistics.js";
 
@@ -115,10 +116,17 @@ export const LOST_STATEMENT: readonly string[] = ["26000", "42P05"];
  * application's rows (CamelCasePlugin would rename `response_status`, and a
  * replay would answer 500), not for the columns the engine reads.
  */
-async function run<R>(db: Executor, sql: string, args: readonly unknown[]): Promise<R[]> {
+async function run<R>(db: Executor, sql: string, args: readonly unknown[], fn: StatementFunction): Promise<R[]> {
   let executor = db.getExecutor();
   if (executor.plugins.length > 0) executor = executor.withoutPlugins();
-  const result: QueryResult<R> = await executor.executeQuery<R>(CompiledQuery.raw(sql, args as unknown[]));
+  const query = CompiledQuery.raw(sql, args as unknown[]);
+  // A connect that failed sent nothing; a call sent alone whose connection broke may have committed.
+  const result: QueryResult<R> = await onConnection(executor, (connection) =>
+    connection.executeQuery<R>(query).catch((error: unknown) => {
+      if (!db.isTransaction) markSent(error, `the call of ${fn}`);
+      throw error;
+    }),
+  );
   return result.rows;
 }
 
@@ -149,23 +157,32 @@ export class StatementCalls {
   constructor(
     private readonly schema: string,
     private readonly prepare: boolean,
+    private readonly refusedRetryMs = 0,
   ) {}
 
   /**
    * Call `fn` with `args` (in the function's parameter order) on `db`, a
    * database or a transaction, and return the rows it answers. The first call
-   * on a database (not a transaction) reads which driver it is.
+   * on a database (not a transaction) reads which driver it is. Outside a
+   * transaction, a call the database refused without running it is sent
+   * again for up to `refusedRetryMs` (during a failover: a standby that is
+   * not promoted yet, a primary that is not up yet).
    */
-  async call<R>(db: Executor, fn: StatementFunction, args: readonly unknown[]): Promise<R[]> {
+  call<R>(db: Executor, fn: StatementFunction, args: readonly unknown[]): Promise<R[]> {
+    if (db.isTransaction || this.refusedRetryMs === 0) return this.#call(db, fn, args);
+    return retryRefused(this.refusedRetryMs, () => this.#call<R>(db, fn, args));
+  }
+
+  async #call<R>(db: Executor, fn: StatementFunction, args: readonly unknown[]): Promise<R[]> {
     const text = this.#texts.get(fn) ?? this.#build(fn);
     if (this.#named === undefined && !db.isTransaction) await this.#readDriver(db);
     if (!this.#named) {
-      const rows = await run<R>(db, text.text, args);
+      const rows = await run<R>(db, text.text, args, fn);
       if (this.#statistics) await this.#statistics.noteCall(db);
       return rows;
     }
     try {
-      return await run<R>(db, text.named as unknown as string, args);
+      return await run<R>(db, text.named as unknown as string, args, fn);
     } catch (error) {
       if (!LOST_STATEMENT.includes(String((error as { code?: unknown }).code))) throw error;
       // The server session does not keep what node-postgres believes it prepared there: something between
@@ -174,7 +191,7 @@ export class StatementCalls {
       // server refused its Parse or Bind), so outside a transaction the call is simply sent again.
       this.#named = false;
       if (db.isTransaction) throw error;
-      return run<R>(db, text.text, args);
+      return run<R>(db, text.text, args, fn);
     }
   }
 
@@ -191,17 +208,14 @@ export class StatementCalls {
   }
 
   #readDriver(db: Executor): Promise<void> {
-    this.#reading ??= db
-      .getExecutor()
-      .provideConnection(async (connection) => {
-        const nodePostgres = connection.constructor.name === NODE_POSTGRES_CONNECTION;
-        if (!nodePostgres && (await isSingleBackend(connection))) this.#statistics = new TableStatistics(this.schema);
-        this.#named = this.prepare && nodePostgres;
-      })
-      .catch((error: unknown) => {
-        this.#reading = undefined; // a database that was down is asked again next time
-        throw error;
-      });
+    this.#reading ??= onConnection(db.getExecutor(), async (connection) => {
+      const nodePostgres = connection.constructor.name === NODE_POSTGRES_CONNECTION;
+      if (!nodePostgres && (await isSingleBackend(connection))) this.#statistics = new TableStatistics(this.schema);
+      this.#named = this.prepare && nodePostgres;
+    }).catch((error: unknown) => {
+      this.#reading = undefined; // a database that was down is asked again next time
+      throw error;
+    });
     return this.#reading;
   }
 }

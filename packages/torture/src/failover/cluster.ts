@@ -3,8 +3,9 @@
  * two PostgreSQL nodes under Patroni (synchronous mode) behind HAProxy on
  * ports of their own. Every call runs the script and waits for it.
  */
-import { spawnSync } from "node:child_process";
+import { execFile, spawnSync } from "node:child_process";
 import { fileURLToPath } from "node:url";
+import { promisify } from "node:util";
 
 const SCRIPT = fileURLToPath(new URL("../../../../scripts/failover/cluster.sh", import.meta.url));
 
@@ -59,3 +60,48 @@ export function clusterStatus(): string {
   const res = run(["status"], 30_000);
   return `${res.stdout}\n${res.stderr}`.trim();
 }
+
+const execFileP = promisify(execFile);
+
+/** Run the script without blocking the event loop (the clients' timers keep running while it works). */
+async function runAsync(args: string[], timeoutMs: number): Promise<string> {
+  try {
+    const { stdout } = await execFileP("bash", [SCRIPT, ...args], { encoding: "utf8", timeout: timeoutMs });
+    return stdout.trim();
+  } catch (error) {
+    const e = error as { code?: unknown; stderr?: string };
+    throw new Error(`cluster.sh ${args.join(" ")} exited ${String(e.code)}:\n${e.stderr ?? ""}`);
+  }
+}
+
+/** What the torture's chaos does to the cluster. */
+export interface ClusterControl {
+  /** Wait until there is a leader, its synchronous standby, and the front routes to the leader only. */
+  settle(): Promise<void>;
+  /** SIGKILL the leader's postmaster; resolves with the node killed once the signal is sent. */
+  killPrimary(): Promise<string>;
+  /** A graceful switchover to the standby; resolves with the new leader once the front routes to it. */
+  switchover(): Promise<string>;
+  /** The current leader's own connection string for `database` (not through the front). */
+  leaderUrl(database: string): Promise<string>;
+}
+
+/** The test bed of `scripts/failover/cluster.sh`, as the chaos drives it. */
+export const testBed: ClusterControl = {
+  settle: async () => {
+    await runAsync(["settle"], 120_000);
+  },
+  killPrimary: async () => {
+    const [node = "", pid = ""] = (await runAsync(["primary-pid"], 30_000)).split(" ");
+    process.kill(Number(pid), "SIGKILL");
+    return node;
+  },
+  switchover: () => runAsync(["switchover"], 120_000),
+  leaderUrl: async (database) => {
+    const leader = await runAsync(["leader"], 30_000);
+    if (leader === "") throw new Error("the cluster has no leader");
+    const url = new URL(await runAsync(["node-url", leader], 30_000));
+    url.pathname = `/${database}`;
+    return url.toString();
+  },
+};

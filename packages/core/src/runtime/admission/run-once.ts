@@ -3,7 +3,12 @@
  * stored answer, resume a due suspended run, take over an expired lease, or
  * wait (within `waitInFlightMs`) for the attempt that holds the key.
  */
-import { IdempotencyKeyInProgressError, RunParkedError, WorkflowDefinitionError } from "../../errors.js";
+import {
+  DatabaseUnavailableError,
+  IdempotencyKeyInProgressError,
+  RunParkedError,
+  WorkflowDefinitionError,
+} from "../../errors.js";
 import { newId } from "../../ids.js";
 import { RUN_ONCE_REQUEST } from "../../options/known-options.js";
 import { MAX_TIMER_MS } from "../../options/limits.js";
@@ -20,6 +25,7 @@ import type { EngineContext } from "../engine-context.js";
 import { leaseFor, runAttributes, tombstoneMsOf } from "../engine-context.js";
 import { translateEntryErrors } from "../entry-errors.js";
 import { retryAfterOverLimit, slotFor, takeSlot } from "../execution/concurrency-slot.js";
+import { isConnectionLoss } from "../execution/db-errors.js";
 import { execute } from "../execution/executor.js";
 import { DEFAULT_MAX_ATTEMPTS, reportParkedByTakeover, resumeTaken } from "../execution/resume.js";
 import type { RunResult } from "../execution/run-result.js";
@@ -43,7 +49,9 @@ export interface RunOnceRequest<In> {
    * `IdempotencyKeyInProgressError` at once; a lease that runs out or a
    * suspension that becomes due meanwhile is taken over and resumed here.
    * Woken by NOTIFY when the engine has a `listen` connection, by polling
-   * otherwise; no pooled connection is held while waiting.
+   * otherwise; no pooled connection is held while waiting. While waiting, a
+   * lost connection (a failover) is one more reason to look again, until
+   * the time is up.
    * 0 to 2 147 483 647 (Default: 0, answer at once).
    */
   waitInFlightMs?: number;
@@ -104,16 +112,36 @@ async function claimAndRun<In, B>(
   let pause = FIRST_PAUSE_MS;
   let fresh: NewRun | undefined;
   const call: Call = { ctx, def, checked, runLease, span, claimed, slot };
+  /**
+   * Once the call waits for another attempt, a lost connection (a failover)
+   * is one more reason to look again after a pause, until the deadline: a
+   * claim or takeover that may have landed left a live lease of this call's
+   * own, which the next rounds wait out and take over like any other.
+   */
+  const patient = async <T>(work: () => Promise<T>): Promise<T> => {
+    for (;;) {
+      try {
+        return await work();
+      } catch (error) {
+        const left = deadline - performance.now();
+        if (!watch || left <= 0 || !(error instanceof DatabaseUnavailableError || isConnectionLoss(error))) throw error;
+        await watch.pause(Math.min(left, pause));
+        pause = Math.min(MAX_PAUSE_MS, pause * 2);
+      }
+    }
+  };
   try {
     return await admit<ExistingRun, RunResult<B>>(checked, def.name, {
-      claim: () => {
-        fresh = newRun(call);
-        return claimNewKey(ctx.db, ctx.tables, fresh);
-      },
+      claim: () =>
+        patient(() => {
+          fresh = newRun(call);
+          return claimNewKey(ctx.db, ctx.tables, fresh);
+        }),
       reclaimExpired: () => reclaimExpiredKey(ctx.db, ctx.tables, fresh as NewRun),
       // Over the concurrency limit, the run waits stepped aside: answered as a key in progress.
       claimed: () => retryAfterOverLimit(start(call, fresh as NewRun)) as Promise<RunResult<B> | number>,
-      existing: (found) => retryAfterOverLimit(answerExisting(call, found)) as Promise<RunResult<B> | "again" | number>,
+      existing: (found) =>
+        patient(() => retryAfterOverLimit(answerExisting(call, found)) as Promise<RunResult<B> | "again" | number>),
       /**
        * Another attempt holds the key: answer 409 now, or, within
        * `waitInFlightMs`, pause (no connection held) and look again.

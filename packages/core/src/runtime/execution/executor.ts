@@ -26,7 +26,7 @@ import type { RunInfo } from "../../workflow/context.js";
 import type { Item } from "../../workflow/definition.js";
 import { AttemptLease } from "./attempt-lease.js";
 import { CrashSignal, RejectThrow } from "./control-flow.js";
-import { isConnectionLoss } from "./db-errors.js";
+import { inDoubt, isConnectionLoss } from "./db-errors.js";
 import type { AttemptScope, Hook, ItemRun, OpenStep, Outcome } from "./item-run.js";
 import { respondWith, resultOf, runInfo } from "./item-run.js";
 import { LeaseKeeper } from "./lease-keeper.js";
@@ -150,7 +150,7 @@ export async function execute(deps: ExecutorDeps, plan: Plan): Promise<RunResult
     if (error instanceof CrashSignal) throw error;
     if (error instanceof RejectThrow) return reject(deps, plan, error, recoveryPoint, current);
     if (error instanceof LeaseLostError || error instanceof AttemptTimeoutError) throw lease.lost();
-    if (isConnectionLoss(error)) throw new DatabaseUnavailableError(error);
+    if (isConnectionLoss(error)) throw unavailable(error, current);
     if (error instanceof UnstorableValueError || error instanceof PayloadTooLargeError) {
       // No retry can store this value: park the run instead of letting every
       // retry and resumer repeat the same failure (a poison run).
@@ -248,4 +248,10 @@ async function storeUnknownError(deps: ExecutorDeps, plan: Plan, lease: LeaseKee
   lease.finishing();
   if (!(await completeRun(deps.db, deps.tables, plan.own, response))) throw lease.lost();
   return resultOf(response, false);
+}
+
+/** The error for a lost connection at `current`, naming what may have landed (a COMMIT, a call sent alone). */
+function unavailable(error: unknown, current: Item | undefined): DatabaseUnavailableError {
+  const what = inDoubt(error);
+  return new DatabaseUnavailableError(error, what && current ? `${what} of ${current.kind} '${current.name}'` : what);
 }

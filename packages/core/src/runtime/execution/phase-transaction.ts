@@ -13,6 +13,7 @@
  */
 import type { DatabaseConnection, Dialect, Driver, QueryResult } from "kysely";
 import { CompiledQuery, Kysely, SingleConnectionProvider, Transaction } from "kysely";
+import { isConnectionLoss, markSent, onConnection } from "../../store/connection-failures.js";
 import type { Executor } from "../../store/run-store.js";
 import { isSingleBackend } from "../../store/single-backend.js";
 
@@ -90,10 +91,16 @@ class LazyBegin implements DatabaseConnection {
     if (how === "split") await this.connection.executeQuery(CompiledQuery.raw(setTimeout));
   }
 
-  /** COMMIT when the transaction began; nothing otherwise. */
+  /** COMMIT when the transaction began; nothing otherwise. A COMMIT whose answer never came may have landed. */
   async commit(): Promise<void> {
     this.ended = true;
-    if (this.begun) await this.connection.executeQuery(CompiledQuery.raw("COMMIT"));
+    if (!this.begun) return;
+    try {
+      await this.connection.executeQuery(CompiledQuery.raw("COMMIT"));
+    } catch (error) {
+      markSent(error, "the COMMIT");
+      throw error;
+    }
   }
 
   /** ROLLBACK when the transaction began (a failed BEGIN included: ROLLBACK outside one only warns). */
@@ -117,7 +124,8 @@ export function inPhaseTransaction<T>(
   body: (phase: PhaseTransaction) => Promise<T>,
 ): Promise<T> {
   const executor = db.getExecutor();
-  return executor.provideConnection(async (connection) => {
+  // A connection that could not be had is remembered as such: the phase ran nothing and may run again.
+  return onConnection(executor, async (connection) => {
     const lazy = new LazyBegin(connection, db, lockTimeoutMs);
     const props = { config: { dialect: refusingDialect }, driver: refusingDriver, dialect: refusingDialect };
     const tx = new Transaction({
@@ -132,7 +140,11 @@ export function inPhaseTransaction<T>(
       await lazy.commit();
       return result;
     } catch (error) {
-      await lazy.rollback();
+      // On a connection that broke, ROLLBACK fails too (the server rolls back a lost session by itself):
+      // the error that broke it, with what it knows of the COMMIT, is the one to report.
+      await lazy.rollback().catch((rollbackError: unknown) => {
+        throw isConnectionLoss(error) ? error : rollbackError;
+      });
       throw error;
     }
   });

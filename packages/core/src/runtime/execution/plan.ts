@@ -42,4 +42,6 @@ export interface ExecutorDeps {
   readonly maxPayloadBytes: number;
   /** The engine's rate limits by name (`rateLimits`), for steps with a `rateLimit`. */
   readonly rateLimits: ReadonlyMap<string, Bucket>;
+  /** How long work the database refused without running it is tried again, ms (`unavailableRetryMs`). */
+  readonly unavailableRetryMs: number;
 }

@@ -2,7 +2,7 @@
 import { PhaseConflictError } from "../../errors.js";
 import { commitPhase } from "../../store/progress.js";
 import { FailThrow } from "./control-flow.js";
-import { isTransient } from "./db-errors.js";
+import { isTransient, ranNothing } from "./db-errors.js";
 import type { ItemRun, Outcome } from "./item-run.js";
 import { advanced, completeWithFailure, control, itemProgress, withResponse } from "./item-run.js";
 import { phaseOutbox } from "./phase-outbox.js";
@@ -17,13 +17,19 @@ const DEFAULT_LOCK_TIMEOUT_MS = 5_000;
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
-/** A `.phase` item: run its code in one transaction that also commits its recovery point; retry transient conflicts. */
+/**
+ * A `.phase` item: run its code in one transaction that also commits its
+ * recovery point; retry transient conflicts, and work the database refused
+ * without running it (within `unavailableRetryMs`).
+ */
 export async function runPhase(run: ItemRun<"phase">): Promise<Outcome> {
   const { deps, plan, lease, item, info } = run;
   const where = `phase '${item.name}'`;
   // An integer checked by the builder: safe to write into the SET statement.
   const lockTimeout = Math.trunc(plan.def.options.lockTimeoutMs ?? DEFAULT_LOCK_TIMEOUT_MS);
   const started = Date.now();
+  let refusedSince: number | undefined;
+  let refusals = 0;
   for (let tries = 1; ; tries++) {
     try {
       // Every row-lock wait of this phase is bounded by lock_timeout (a stalled attempt may hold the rows it
@@ -64,6 +70,15 @@ export async function runPhase(run: ItemRun<"phase">): Promise<Outcome> {
       // A phase whose code hangs with its transaction open must not hold the attempt past its bound.
       return await lease.until(work);
     } catch (error) {
+      if (ranNothing(error)) {
+        // A node that takes no writes, or no connection to be had: the phase ran nothing. During a
+        // failover the new primary is usually there within seconds; try again until the bound.
+        refusedSince ??= performance.now();
+        const pause = Math.min(1_000, 50 * 2 ** Math.min(refusals++, 5));
+        if (performance.now() - refusedSince + pause > deps.unavailableRetryMs) throw error;
+        await sleep(pause * (0.5 + Math.random() / 2));
+        continue;
+      }
       if (!isTransient(error)) throw error;
       const elapsed = Date.now() - started;
       if (tries >= PHASE_TRIES || elapsed >= PHASE_RETRY_BUDGET_MS) {

@@ -13,6 +13,7 @@ import { checkOptions } from "../../options/option-shape.js";
 import { selectOutcome } from "../../store/operations.js";
 import { selectTombstone, tombstoneOf } from "../../store/tombstones.js";
 import type { EngineContext } from "../engine-context.js";
+import { isConnectionLoss } from "../execution/db-errors.js";
 import type { RunResult } from "../execution/run-result.js";
 import { storedResult } from "../execution/run-result.js";
 import { FIRST_PAUSE_MS, MAX_PAUSE_MS } from "./completion-waiter.js";
@@ -38,8 +39,19 @@ export async function waitForCompletion(
   let pause = FIRST_PAUSE_MS;
   try {
     for (;;) {
-      const row = await selectOutcome(ctx.db, ctx.tables, tenantId, key);
-      const tombstone = row ? tombstoneOf(row) : await selectTombstone(ctx.db, ctx.tables, tenantId, key);
+      let row: Awaited<ReturnType<typeof selectOutcome>>;
+      let tombstone: ReturnType<typeof tombstoneOf>;
+      try {
+        row = await selectOutcome(ctx.db, ctx.tables, tenantId, key);
+        tombstone = row ? tombstoneOf(row) : await selectTombstone(ctx.db, ctx.tables, tenantId, key);
+      } catch (error) {
+        // Reads only: a lost connection (a failover) is looked past until the time is up.
+        const left = deadline - performance.now();
+        if (left <= 0 || !isConnectionLoss(error)) throw error;
+        await watch.pause(Math.min(left, pause));
+        pause = Math.min(MAX_PAUSE_MS, pause * 2);
+        continue;
+      }
       if (tombstone) throw new IdempotencyKeyExpiredError(tenantId, key, tombstone);
       if (!row || row.expired) throw new RunNotFoundError(tenantId, key);
       if (row.status === "completed") {

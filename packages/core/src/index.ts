@@ -20,6 +20,15 @@ export {
   WorkflowDefinitionError,
   WorkflowUsageError,
 } from "./errors.js";
+export type {
+  DataLayer,
+  PhaseTx,
+  SqlSession,
+  TransactionOptions,
+  TxOf,
+  WithTx,
+} from "./database/data-layer.js";
+export { fromKysely } from "./database/kysely.js";
 export type { JsonObject, JsonValue } from "./json/json-value.js";
 export { deriveStepKey } from "./keys/derived-key.js";
 export { MAX_KEY_BYTES } from "./keys/key-validation.js";

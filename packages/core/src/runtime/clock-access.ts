@@ -5,13 +5,19 @@
  * engine attaches it to itself, as it does its due-run resumer, and
  * `@idempo/core/internal` reaches it; nothing here moves any clock.
  */
-import type { Kysely } from "kysely";
 import type { Workflow } from "../workflow/definition.js";
+
+/** Runs a statement (placeholders `$1` to `$n`) and returns its rows. */
+export interface ClockStatements {
+  query<R>(text: string, values: readonly unknown[]): Promise<R[]>;
+}
 
 /** An engine's internals as the test clock uses them. */
 export interface ClockAccess {
-  // biome-ignore lint/suspicious/noExplicitAny: the engine's database, whatever the user's table types
-  readonly db: Kysely<any>;
+  /** The engine's database, through its data layer, in autocommit. */
+  readonly db: ClockStatements;
+  /** Run `body` in one transaction of the engine's data layer. */
+  inTransaction<T>(body: (tx: ClockStatements) => Promise<T>): Promise<T>;
   /** The engine's schema (createEngine's `schema`). */
   readonly schema: string;
   /**

@@ -6,7 +6,6 @@
  * schedules (`schedule`, `unschedule`, `listSchedules`, pause and resume,
  * fired by the workers) and the operator verbs and reads.
  */
-import type { Kysely, Transaction } from "kysely";
 import { applyMigrations } from "../store/migrate.js";
 import type { Workflow } from "../workflow/definition.js";
 import type { EnqueueRequest, EnqueueResult } from "./admission/enqueue.js";
@@ -24,6 +23,7 @@ import type { Worker, WorkerOptions } from "./background/worker.js";
 import { startWorker } from "./background/worker.js";
 import { attachClockAccess } from "./clock-access.js";
 import { createContext } from "./engine-context.js";
+import { engineTransaction } from "./engine-db.js";
 import type { EngineOptions } from "./engine-options.js";
 import { translateEntryErrors, withEntryErrors } from "./entry-errors.js";
 import { faultHookOf } from "./execution/hooks.js";
@@ -82,7 +82,7 @@ export interface Engine extends AdminApi, OperatorVerbs {
    */
   runOnce<In, B>(workflow: Workflow<In, B>, request: RunOnceRequest<In>): Promise<RunResult<B>>;
   /**
-   * Create a run inside the caller's own Kysely transaction: it exists
+   * Create a run inside the caller's own transaction: it exists
    * exactly when that transaction commits (and a NOTIFY sent in it wakes
    * the workers then). The run is `suspended` and due at once with attempt
    * 0 until a worker (`startWorker`) or a `runOnce` with the same key and
@@ -106,8 +106,8 @@ export interface Engine extends AdminApi, OperatorVerbs {
    * @throws IdempotencyKeyMismatchError (422) the key was used with another payload or workflow.
    * @throws IdempotencyKeyExpiredError (410) the key's run completed and its record expired, and its tombstone lasts (as for `runOnce`).
    */
-  enqueue<DB, In>(
-    tx: Transaction<DB> | Kysely<DB>,
+  enqueue<In>(
+    tx: object,
     workflow: Workflow<In, unknown>,
     request: EnqueueRequest<In>,
   ): Promise<EnqueueResult>;
@@ -144,7 +144,7 @@ export interface Engine extends AdminApi, OperatorVerbs {
    * const { duplicate, woke } = await engine.signal('acme', 'order-7f3a', 'challenge', { approved: true })
    * ```
    * @throws InvalidIdempotencyKeyError (400) bad key or tenant, before any SQL.
-   * @throws InvalidOptionError (500) an unknown option, or a `tx` that is not a Kysely transaction, before any SQL.
+   * @throws InvalidOptionError (500) an unknown option, or a `tx` that is not a transaction of the engine's data layer, before any SQL.
    * @throws InputValidationError (400) the payload is not JSON or fails the wait's schema, or the run's workflow waits for no such name.
    * @throws IdempotencyKeyMismatchError (422) a different payload was already delivered under this name.
    * @throws RunStateError (409) the run is completed and this signal is new, or the wait timed out before it
@@ -354,11 +354,12 @@ export function createEngine<DB>(options: EngineOptions<DB>): Engine {
     runOnce: (wf, request) => runOnce(ctx, wf, request),
     startRelay: (opts) => startRelay(db, tables, () => faultHookOf(engine), ctx.telemetry, opts),
     startWorker: (opts) => startWorker(ctx, opts, scheduleFiring(ctx, schedules, opts)),
-    migrate: () => applyMigrations(db, tables),
+    migrate: () => applyMigrations((body) => engineTransaction(ctx.layer, body), tables),
   };
   attachDueResumer(engine, (opts) => translateEntryErrors(resumeDueRuns(ctx, opts), tables.schema, "resumeDue"));
   attachClockAccess(engine, {
-    db: options.db,
+    db,
+    inTransaction: (body) => engineTransaction(ctx.layer, body),
     schema: tables.schema,
     fireSchedules: (workflows, onError) =>
       fireDueSchedules(ctx, { registry: schedules, workflows: newestByName(workflows) }, onError),

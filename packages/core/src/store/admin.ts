@@ -2,7 +2,7 @@
  * Operator statements behind the CLI: count records, list and retry outbox
  * messages, show pending migrations. None is on the hot path.
  */
-import { sql } from "kysely";
+import { sql } from "./sql.js";
 import type { Executor, RunStatus, Tables } from "./run-store.js";
 
 export interface StatsRow {

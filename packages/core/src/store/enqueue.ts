@@ -4,7 +4,7 @@
  * at once, with attempt 0, and no owner: a worker's (or a retry's) take of a
  * due run starts it.
  */
-import { sql } from "kysely";
+import { sql } from "./sql.js";
 import type { NewRun } from "./claim.js";
 import { rewriteExpiredRecord } from "./claim.js";
 import { DUE_CHANNEL } from "./notify-channels.js";

@@ -3,7 +3,7 @@
  * claim / deliver / retry / dead-letter transitions. A relay fences its
  * writes on the row's attempt count, the token it took with its claim.
  */
-import { sql } from "kysely";
+import { sql } from "./sql.js";
 import { storableText } from "./progress.js";
 import type { Executor, Tables } from "./run-store.js";
 import { leaseInterval } from "./run-store.js";

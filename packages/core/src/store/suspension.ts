@@ -4,7 +4,7 @@
  * Both end the attempt's ownership (no owner, no lease), fenced on the owner
  * token like every write of a run.
  */
-import { sql } from "kysely";
+import { sql } from "./sql.js";
 import { newId } from "../ids.js";
 import { DUE_CHANNEL } from "./notify-channels.js";
 import type { Advance } from "./progress.js";

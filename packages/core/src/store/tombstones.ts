@@ -6,7 +6,7 @@
  * gets to it), then as a row of `tombstones`. Each read below answers the
  * same for both, so what a caller gets never depends on the sweeper.
  */
-import { sql } from "kysely";
+import { sql } from "./sql.js";
 import type { Executor, RunOutcome, Tables, Tombstone } from "./run-store.js";
 
 /** A completed record (of `runs`) whose retention and tombstone time have both passed: the key counts as absent. */

@@ -1,5 +1,5 @@
 /** The trace context of a run's current attempt, so the next attempt's trace can link to it. */
-import { sql } from "kysely";
+import { sql } from "./sql.js";
 import type { Executor, Ownership, Tables } from "./run-store.js";
 
 /**

@@ -7,7 +7,7 @@
  * lock and changes the record, or re-checks its guard against the winner's
  * version and changes nothing (the caller then reads why).
  */
-import { sql } from "kysely";
+import { sql } from "./sql.js";
 import type { RecordRow } from "./operations.js";
 import { RECORD_COLUMNS } from "./operations.js";
 import { markCompleted } from "./progress.js";

@@ -4,6 +4,7 @@ import type { JsonValue } from "../../json/json-value.js";
 import { MAX_STORED_MS } from "../../options/limits.js";
 import { completeRun } from "../../store/progress.js";
 import type { Executor, StoredResponse } from "../../store/run-store.js";
+import { engineTransaction } from "../engine-db.js";
 import { discardSignal } from "../../store/signals.js";
 import { advancePastWait, checkSignalOrSuspend, lockOwnRun, suspendForSleep } from "../../store/suspension.js";
 import type { RunInfo, TimeoutContext } from "../../workflow/context.js";
@@ -81,7 +82,7 @@ export async function runWait(run: ItemRun<"wait">): Promise<Outcome> {
     if (!(await advancePastWait(tx, deps.tables, plan.own, adv))) throw lease.lost();
     return advanced(adv, state);
   };
-  const work = deps.db.transaction().execute(async (tx): Promise<Outcome | "timed_out"> => {
+  const work = engineTransaction(deps.layer, async (tx): Promise<Outcome | "timed_out"> => {
     if (!(await lockOwnRun(tx, deps.tables, plan.own))) throw lease.lost();
     if (hook) await hook(`locked:wait:${item.name}`);
     lease.finishing();

@@ -1,3 +1,16 @@
+export type {
+  DataLayer,
+  PhaseTx,
+  SqlSession,
+  TransactionOptions,
+  TxOf,
+  WithTx,
+} from "./database/data-layer.js";
+export type { DrizzleDatabase, DrizzleTx } from "./database/drizzle.js";
+export { fromDrizzle } from "./database/drizzle.js";
+export { fromKysely } from "./database/kysely.js";
+export type { PgClient, PgPool, PgPoolClient } from "./database/node-postgres.js";
+export { fromNodePostgres } from "./database/node-postgres.js";
 export type { InputIssue } from "./errors.js";
 export {
   AttemptTimeoutError,
@@ -20,15 +33,6 @@ export {
   WorkflowDefinitionError,
   WorkflowUsageError,
 } from "./errors.js";
-export type {
-  DataLayer,
-  PhaseTx,
-  SqlSession,
-  TransactionOptions,
-  TxOf,
-  WithTx,
-} from "./database/data-layer.js";
-export { fromKysely } from "./database/kysely.js";
 export type { JsonObject, JsonValue } from "./json/json-value.js";
 export { deriveStepKey } from "./keys/derived-key.js";
 export { MAX_KEY_BYTES } from "./keys/key-validation.js";

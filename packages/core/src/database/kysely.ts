@@ -39,7 +39,11 @@ function unsupported(what: string): never {
 
 /** The parts of Kysely's props a Transaction reaches only through methods it refuses anyway. */
 const refusing = (what: string) => new Proxy({}, { get: (_t, p) => () => unsupported(`${what}.${String(p)}`) });
-const refusingProps = { config: { dialect: refusing("dialect") }, driver: refusing("driver"), dialect: refusing("dialect") };
+const refusingProps = {
+  config: { dialect: refusing("dialect") },
+  driver: refusing("driver"),
+  dialect: refusing("dialect"),
+};
 
 /** A Kysely instance or transaction, as `sessionOf` recognises one. */
 function isKysely(value: unknown): value is AnyKysely {

@@ -59,7 +59,10 @@ export function autocommitOn(layer: EngineLayer, tables: Tables): Executor {
   return {
     isTransaction: false,
     async query<R>(text: string, values: readonly unknown[], name?: string) {
-      if (name !== undefined && !asked) await (asking ??= ask());
+      if (name !== undefined && !asked) {
+        asking ??= ask();
+        await asking;
+      }
       return layer.query<R>(text, values, name);
     },
   };

@@ -106,11 +106,7 @@ export interface Engine extends AdminApi, OperatorVerbs {
    * @throws IdempotencyKeyMismatchError (422) the key was used with another payload or workflow.
    * @throws IdempotencyKeyExpiredError (410) the key's run completed and its record expired, and its tombstone lasts (as for `runOnce`).
    */
-  enqueue<In>(
-    tx: object,
-    workflow: Workflow<In, unknown>,
-    request: EnqueueRequest<In>,
-  ): Promise<EnqueueResult>;
+  enqueue<In>(tx: object, workflow: Workflow<In, unknown>, request: EnqueueRequest<In>): Promise<EnqueueResult>;
   /**
    * Deliver a signal to a run's `.waitFor(name)` item: the JSON `payload`
    * is kept (also when the run has not reached the item yet) and merged

@@ -3,10 +3,11 @@
  * common paths are the cheapest: a new key is claimed in one round trip, and
  * a replay is answered by the same round trip without writing anything.
  */
-import type { Sql } from "./sql.js";
-import { sql } from "./sql.js";
+
 import type { Executor, ExistingRun, RunStatus, Tables, TakenRun, TakenRunRow } from "./run-store.js";
 import { leaseInterval, readAdmission, takenRunOf } from "./run-store.js";
+import type { Sql } from "./sql.js";
+import { sql } from "./sql.js";
 import type { TombstoneColumns } from "./tombstones.js";
 import { pastTombstone, tombstoneOf } from "./tombstones.js";
 

@@ -7,8 +7,8 @@
 import { existsSync, readdirSync, readFileSync } from "node:fs";
 import { basename, dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { sql } from "./sql.js";
 import type { Executor, Tables } from "./run-store.js";
+import { sql } from "./sql.js";
 
 export interface Migration {
   readonly version: number;

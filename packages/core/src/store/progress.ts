@@ -3,10 +3,11 @@
  * owner token: an attempt that lost its lease changes nothing, and learns so
  * from the affected-row count of that very statement.
  */
-import type { Sql } from "./sql.js";
-import { sql } from "./sql.js";
+
 import { newId } from "../ids.js";
 import type { Executor, Ownership, StoredResponse, Tables } from "./run-store.js";
+import type { Sql } from "./sql.js";
+import { sql } from "./sql.js";
 
 /** Error text as a text column accepts it: PostgreSQL text cannot hold NUL. */
 export function storableText(text: string): string {

@@ -6,8 +6,9 @@
  * all. The cron arithmetic is the caller's; every comparison with the time
  * uses the database clock.
  */
-import { sql } from "./sql.js";
+
 import type { Executor, Tables } from "./run-store.js";
+import { sql } from "./sql.js";
 
 export type CatchUpMode = "none" | "latest" | "all";
 

@@ -11,5 +11,8 @@ import type { Executor } from "../../src/store/run-store.ts";
 export function executorOf(db: Kysely<any> | Transaction<any>): Executor {
   const session = fromKysely(db).sessionOf(db);
   if (session === undefined) throw new Error("not a Kysely instance");
-  return { isTransaction: db.isTransaction, query: (text, values, name, last) => session.query(text, values, name, last) };
+  return {
+    isTransaction: db.isTransaction,
+    query: (text, values, name, last) => session.query(text, values, name, last),
+  };
 }

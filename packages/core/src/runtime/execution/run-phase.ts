@@ -1,10 +1,10 @@
 /** The runner of a `.phase` item. */
 import type { TransactionOptions } from "../../database/data-layer.js";
-import type { PhaseContext } from "../../workflow/context.js";
 import { PhaseConflictError } from "../../errors.js";
 import { commitPhase } from "../../store/progress.js";
-import { FailThrow } from "./control-flow.js";
+import type { PhaseContext } from "../../workflow/context.js";
 import { inSession } from "../engine-db.js";
+import { FailThrow } from "./control-flow.js";
 import { isTransient } from "./db-errors.js";
 import type { ItemRun, Outcome } from "./item-run.js";
 import { advanced, completeWithFailure, control, itemProgress, withResponse } from "./item-run.js";

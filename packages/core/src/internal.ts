@@ -24,7 +24,7 @@ export {
 } from "./options/option-shape.js";
 export type { DueReport, ResumeDueOptions } from "./runtime/background/resume-due.js";
 export { resumeDue } from "./runtime/background/resume-due.js";
-export type { ClockAccess } from "./runtime/clock-access.js";
+export type { ClockAccess, ClockStatements } from "./runtime/clock-access.js";
 export { clockAccessOf } from "./runtime/clock-access.js";
 export { CrashSignal } from "./runtime/execution/control-flow.js";
 export type { FaultHook, HookPoint } from "./runtime/execution/hooks.js";

@@ -175,7 +175,7 @@ export function createTestClock(engine: Engine, options: TestClockOptions): Test
   }
 
   async function shift(ms: number): Promise<void> {
-    await shiftInstants(access.db, access.schema, ms);
+    await shiftInstants(access, access.schema, ms);
     offsetMs += ms;
     schedules.shifted(ms);
   }

@@ -48,7 +48,7 @@ interface Layer<Tx> {
 }
 
 function makeDb() {
-  return drizzleNodePostgres(pool(1), { schema });
+  return drizzleNodePostgres(pool(2), { schema });
 }
 /** What `workflow<TxOf<typeof data>>` gives a phase: Drizzle's transaction with the schema. */
 type DrizzlePoolTx =
@@ -115,8 +115,10 @@ function checks<Tx>(name: string, make: () => Promise<Layer<Tx>> | Layer<Tx>, pg
     const tenant = name.replace(/\W+/g, "_");
     let crashInPhase = false;
     const flow = workflow<WithTx<Tx>>(`layers_${tenant}`)
-      .phase("order", async ({ tx, key, tenantId }) => {
+      .phase("order", async ({ tx, key, tenantId, outbox }) => {
         await layer.insert(tx, `${tenantId}:${key}`, tenantId);
+        // The engine's own statement in the phase: it must commit or vanish with the phase's write.
+        await outbox.enqueue("order.placed", { key });
         // The process dies after the write, before the commit: the write must vanish with the transaction.
         if (crashInPhase) throw new CrashSignal("in:phase:order");
         return { orderId: `${tenantId}:${key}` };
@@ -149,12 +151,15 @@ function checks<Tx>(name: string, make: () => Promise<Layer<Tx>> | Layer<Tx>, pg
       );
       crashInPhase = false;
       expect(await layer.count(tenant)).toBe(1);
+      const messages = async () => (await engine.listOutbox({ tenantId: tenant })).length;
+      expect(await messages()).toBe(1);
       const record = await engine.inspect(tenant, "k2");
       expect(record && "recoveryPoint" in record ? record.recoveryPoint : "absent").toBeNull();
       // The crashed attempt's lease runs out; the retry takes over and writes the order once.
       await new Promise((r) => setTimeout(r, 1_100));
       expect((await engine.runOnce(flow, { tenantId: tenant, key: "k2", input: {} })).status).toBe(201);
       expect(await layer.count(tenant)).toBe(2);
+      expect(await messages()).toBe(2);
 
       setFaultHook(engine, (point) => {
         if (point === "after:phase:order") throw new CrashSignal(point);

@@ -39,7 +39,11 @@ function id(...names: string[]): string {
 }
 
 /** Move every stored instant of `schema` back by `ms`, in one transaction. */
-export async function shiftInstants(access: Pick<ClockAccess, "inTransaction">, schema: string, ms: number): Promise<void> {
+export async function shiftInstants(
+  access: Pick<ClockAccess, "inTransaction">,
+  schema: string,
+  ms: number,
+): Promise<void> {
   if (ms === 0) return;
   await access.inTransaction(async (tx) => {
     for (const [table, columns] of Object.entries(INSTANT_COLUMNS)) {

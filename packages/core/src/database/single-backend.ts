@@ -7,7 +7,7 @@
  */
 
 /** The one query it takes. */
-export const SINGLE_BACKEND_QUERY = "SELECT strpos(version(), '(PGlite ') > 0 AS pglite";
+const SINGLE_BACKEND_QUERY = "SELECT strpos(version(), '(PGlite ') > 0 AS pglite";
 
 /** Ask once, with `query` running {@link SINGLE_BACKEND_QUERY} on a connection, whether it is PGlite. */
 export async function isSingleBackend(query: (text: string) => Promise<readonly unknown[]>): Promise<boolean> {

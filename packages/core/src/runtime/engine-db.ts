@@ -13,7 +13,7 @@ import type { Executor, Tables } from "../store/run-store.js";
 export type EngineLayer = DataLayer<unknown>;
 
 /** True for what a `from...` function (or an application) made: an object with the three methods of the seam. */
-export function isDataLayer(value: unknown): value is EngineLayer {
+function isDataLayer(value: unknown): value is EngineLayer {
   const layer = value as Partial<EngineLayer> | null;
   return (
     typeof layer?.query === "function" &&

@@ -315,7 +315,8 @@ export interface Engine extends AdminApi, OperatorVerbs {
 }
 
 /**
- * Create an engine on the application's Kysely database.
+ * Create an engine on the application's data layer: its Kysely instance as
+ * it is, or `fromDrizzle(db)`, `fromNodePostgres(pool)` (see `EngineOptions.db`).
  *
  * @example
  * ```ts

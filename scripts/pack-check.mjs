@@ -16,7 +16,8 @@
 // (scripts/pack-check/drizzle-app/): only @idempo/core's tarball, drizzle-orm
 // and pg; `npm ls kysely` must find nothing, core's declarations must compile
 // with skipLibCheck off, and a checkout whose phases write with Drizzle runs,
-// crashes, is taken over and replays, on pg and on PGlite.
+// crashes, is taken over and replays, on pg and on PGlite; and so does
+// examples/checkout-drizzle, its sources built against the packed tarball.
 //
 // A failing stage does not stop the independent ones after it; the exit code
 // is 1 if any failed. `--keep` leaves the scratch folder for a look.
@@ -249,7 +250,7 @@ function idempoBin(app, args, env) {
  * other idempo package), check that nothing brought Kysely in, type-check
  * core's declarations with skipLibCheck off, build and run the consumer.
  */
-function drizzleConsumer(dir, coreTarball, env) {
+function drizzleConsumer(dir, coreTarball, env, exampleEnv) {
   const versions = pinnedVersions();
   const registry = Object.fromEntries(
     DRIZZLE_REGISTRY.map((name) => {
@@ -260,6 +261,7 @@ function drizzleConsumer(dir, coreTarball, env) {
   );
   mkdirSync(dir, { recursive: true });
   cpSync(join(root, "scripts/pack-check/drizzle-app"), dir, { recursive: true });
+  cpSync(join(root, "examples/checkout-drizzle/src"), join(dir, "example"), { recursive: true });
   const manifest = {
     name: "pack-check-drizzle-app",
     private: true,
@@ -279,6 +281,9 @@ function drizzleConsumer(dir, coreTarball, env) {
   tsc("tsconfig.json");
   run("node", ["out/main.js", "pglite"], { cwd: dir });
   run("node", ["out/main.js", "pg"], { cwd: dir, env });
+  // The example's story, on PGlite and on a database of its own (its orders table is not the other consumer's).
+  run("node", ["out/example/main.js"], { cwd: dir, env: { DATABASE_URL: "" } });
+  run("node", ["out/example/main.js"], { cwd: dir, env: exampleEnv });
 }
 
 async function main() {
@@ -292,11 +297,12 @@ async function main() {
   const tarballs = join(scratch, "tarballs");
   const app = join(scratch, "app");
   const database = `idempo_pack_${process.pid}_${Date.now().toString(36)}`;
-  const dbUrl = (() => {
+  const urlOf = (name) => {
     const u = new URL(serverUrl);
-    u.pathname = `/${database}`;
+    u.pathname = `/${name}`;
     return u.toString();
-  })();
+  };
+  const dbUrl = urlOf(database);
   console.log(`publishable: ${packages.map((p) => p.manifest.name).join(", ")}; scratch: ${scratch}`);
 
   try {
@@ -428,13 +434,18 @@ async function main() {
       }
     });
 
-    await stage("a Drizzle-only consumer: no Kysely installed, core's declarations compile, a checkout on Drizzle runs", () =>
-      drizzleConsumer(join(scratch, "drizzle-app"), packed.get("@idempo/core"), env),
+    await adminQuery(serverUrl, `CREATE DATABASE "${database}_drizzle"`);
+    const exampleEnv = { DATABASE_URL: urlOf(`${database}_drizzle`) };
+    await stage(
+      "a Drizzle-only consumer: no Kysely installed, core's declarations compile, the Drizzle checkouts run",
+      () => drizzleConsumer(join(scratch, "drizzle-app"), packed.get("@idempo/core"), env, exampleEnv),
     );
   } finally {
-    await adminQuery(serverUrl, `DROP DATABASE IF EXISTS "${database}" WITH (FORCE)`).catch((error) =>
-      console.error(`could not drop ${database}: ${error.message}`),
-    );
+    for (const name of [database, `${database}_drizzle`]) {
+      await adminQuery(serverUrl, `DROP DATABASE IF EXISTS "${name}" WITH (FORCE)`).catch((error) =>
+        console.error(`could not drop ${name}: ${error.message}`),
+      );
+    }
     if (keep) console.log(`kept ${scratch}`);
     else rmSync(scratch, { recursive: true, force: true });
   }

@@ -6,4 +6,10 @@ import { clockAccessOf, setFaultHook } from "@idempo/core/internal";
 
 type Client = { query(config: { text: string }): Promise<{ rows: unknown[] }>; release(): void };
 export const used = [createEngine, fromDrizzle, fromKysely, fromNodePostgres, workflow, clockAccessOf, setFaultHook];
-export type Used = [DataLayer, Engine, PhaseContext<WithTx<Client>, unknown, unknown>, SqlSession, TxOf<DataLayer<Client>>];
+export type Used = [
+  DataLayer,
+  Engine,
+  PhaseContext<WithTx<Client>, unknown, unknown>,
+  SqlSession,
+  TxOf<DataLayer<Client>>,
+];

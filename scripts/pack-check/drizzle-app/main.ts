@@ -38,13 +38,17 @@ async function main(kind: string): Promise<void> {
   const data = fromDrizzle(db);
   const engine = createEngine({ db: data, leaseMs: 500 });
   await engine.migrate();
-  let charges = 0;
+  // A provider that keeps one charge per idempotency key, as Stripe does.
+  const charges = new Map<string, string>();
   const checkout = workflow<TxOf<typeof data>>("drizzle_checkout")
     .input(z.object({ orderId: z.string(), amountCents: z.number().int() }))
     .phase("create_order", async ({ tx, input }) => {
       await tx.insert(orders).values({ id: input.orderId, amountCents: input.amountCents });
     })
-    .step("charge", () => ({ chargeId: `ch_${++charges}` }))
+    .step("charge", ({ idempotencyKey }) => {
+      if (!charges.has(idempotencyKey)) charges.set(idempotencyKey, `ch_${charges.size + 1}`);
+      return { chargeId: charges.get(idempotencyKey) as string };
+    })
     .phase("record_charge", async ({ tx, input, state }) => {
       await tx.update(orders).set({ chargeId: state.chargeId }).where(eq(orders.id, input.orderId));
     })
@@ -64,8 +68,11 @@ async function main(kind: string): Promise<void> {
     const replay = await engine.runOnce(checkout, request);
     const [row] = await db.select({ n: count() }).from(orders).where(eq(orders.id, request.input.orderId));
     const [paid] = await db.select().from(orders).where(eq(orders.id, request.input.orderId));
-    console.log(`${kind}: ${first.status} then replayed=${replay.replayed}; orders ${row?.n}, charge ${paid?.chargeId}`);
-    if (first.status !== 201 || !replay.replayed || row?.n !== 1 || paid?.chargeId !== first.body.chargeId) {
+    console.log(
+      `${kind}: ${first.status} then replayed=${replay.replayed}; orders ${row?.n}, charge ${paid?.chargeId}`,
+    );
+    const charged = (first.body as { chargeId?: string } | null)?.chargeId;
+    if (first.status !== 201 || !replay.replayed || row?.n !== 1 || paid?.chargeId !== charged || charges.size !== 1) {
       throw new Error(`${kind}: expected one order, paid by the one charge, and a replay`);
     }
   } finally {

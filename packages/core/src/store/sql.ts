@@ -18,12 +18,6 @@ export class Sql<R = unknown> {
     readonly values: readonly unknown[],
   ) {}
 
-  /** The text with `$n` placeholders and the values they stand for. */
-  compile(): { text: string; values: unknown[] } {
-    const values: unknown[] = [];
-    return { text: spliced(this, values), values };
-  }
-
   /** Run the statement on `db` and return its rows. */
   async execute(db: Executor): Promise<{ rows: R[] }> {
     const values: unknown[] = [];

@@ -67,6 +67,12 @@ export interface ChaosCounters {
   pauses: number;
   /** Zombie rounds completed: a frozen zombie woke while its successor was held, and tried its write. */
   zombies: number;
+  /**
+   * Zombie rounds that made no zombie: no attempt of the round's intent
+   * reached the freeze point in time (a kill or a slow machine in between),
+   * or no successor or try came. Logged; the round is not made again.
+   */
+  zombieMisses: number;
   storms: number;
   restarts: number;
   /** Database primaries killed (SIGKILL of the postmaster) and switchovers made. */
@@ -115,6 +121,7 @@ export class Chaos {
     terminated: 0,
     pauses: 0,
     zombies: 0,
+    zombieMisses: 0,
     storms: 0,
     restarts: 0,
     primaryKills: 0,
@@ -324,6 +331,7 @@ export class Chaos {
     intent.freezeAt = undefined;
     if (!frozen) {
       log(`zombie round on ${intent.tenantId}/${intent.key}: no attempt reached ${point}`);
+      this.counters.zombieMisses++;
       return true;
     }
     const { w: zombie, e } = frozen;
@@ -337,7 +345,8 @@ export class Chaos {
     const tried = successor ? await triedP : undefined;
     fleet.broadcast({ type: "release", tenantId: intent.tenantId, key: intent.key });
     if (successor && tried) this.counters.zombies++;
-    else
+    else this.counters.zombieMisses++;
+    if (!(successor && tried))
       log(
         `zombie round on ${intent.tenantId}/${intent.key}: ${successor ? "the zombie never tried" : "no successor was held"}`,
       );

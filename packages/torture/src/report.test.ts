@@ -19,6 +19,7 @@ const report: Report = {
     terminated: 180,
     pauses: 41,
     zombies: 12,
+    zombieMisses: 0,
     storms: 60,
     restarts: 1,
     primaryKills: 0,

@@ -95,7 +95,7 @@ export function details(r: Report): string[] {
     `provider: ${r.providerCalls} calls, ${r.providerOperations} operations; outbox: ${r.messages} messages, ` +
       `${r.deliveries} deliveries; kills armed at a boundary ${r.chaos.killsArmed}, sent ${r.chaos.killsSent}; ` +
       `retried at end ${r.retriedAtEnd}; zombie writes refused by a unique constraint ${r.refusedByConstraint}; ` +
-      `zombie rounds (zombie woken while its successor was held) ${r.chaos.zombies}`,
+      `zombie rounds (zombie woken while its successor was held) ${r.chaos.zombies}, without a zombie ${r.chaos.zombieMisses}`,
   ];
   if (r.operators) lines.push(operatorLine(r.operators));
   const e = r.clientErrors;

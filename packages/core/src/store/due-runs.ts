@@ -91,13 +91,27 @@ export async function selectDueRuns(
  * Milliseconds until the next suspended run of these workflows becomes due
  * (DB clock), or null when none has a wake-up time. Read from the same
  * index, one entry.
+ *
+ * `lookbackMs` is how long ago the caller's due scan ran. A run whose
+ * wake-up time fell between that scan and this read was not due for the
+ * scan and would no longer be in the future here: without the look-back it
+ * is in neither, and a worker that only polls would sleep its whole
+ * interval past it. With it, such a run answers 1 ms (look again now).
+ * Race closed: the gap between the two statements, which grows with load.
  */
-export async function msUntilNextWake(db: Executor, t: Tables, workflows: readonly string[]): Promise<number | null> {
+export async function msUntilNextWake(
+  db: Executor,
+  t: Tables,
+  workflows: readonly string[],
+  lookbackMs: number,
+): Promise<number | null> {
   const { rows } = await sql<{ ms: number | null }>`
     SELECT ceil(extract(epoch FROM (min(wake_at) - clock_timestamp())) * 1000)::float8 AS ms FROM ${t.runs}
-    WHERE status = 'suspended' AND wake_at > now() AND workflow = ANY(${sql.val(workflows)}::text[])
+    WHERE status = 'suspended' AND wake_at > now() - ${lookbackMs} * interval '1 millisecond'
+      AND workflow = ANY(${sql.val(workflows)}::text[])
   `.execute(db);
-  return rows[0]?.ms ?? null;
+  const ms = rows[0]?.ms ?? null;
+  return ms === null ? null : Math.max(1, ms);
 }
 
 export interface TakeDueRequest {

@@ -23,8 +23,12 @@ export interface DueLoopOptions {
 export interface DueLoopOps {
   /** Candidates, each tenant's oldest first (see `selectDueRuns`). */
   select(workflows: readonly string[], limit: number): Promise<DueRun[]>;
-  /** Ms until the next wake-up time among these workflows, or null. */
-  nextWakeInMs(workflows: readonly string[]): Promise<number | null>;
+  /**
+   * Ms until the next wake-up time among these workflows, or null; a run
+   * that became due in the last `lookbackMs` (since the round's `select`)
+   * counts, as 1 ms.
+   */
+  nextWakeInMs(workflows: readonly string[], lookbackMs: number): Promise<number | null>;
   /** Take the run and execute it; resolves when it is done (or was taken by another). */
   execute(run: DueRun): Promise<void>;
   onError(error: unknown): void;
@@ -105,13 +109,15 @@ export function startDueLoop(options: DueLoopOptions, ops: DueLoopOps): { stop()
     try {
       const open = options.workflows.filter((w) => (running.get(w) ?? 0) < limitOf(w));
       if (open.length > 0) {
+        const scanned = performance.now();
         const candidates = await ops.select(open, Math.min(1_000, free * CANDIDATES_PER_SLOT));
         for (const r of pick(candidates, free)) {
           occupy(r);
           started++;
         }
         if (started === 0) {
-          const next = await ops.nextWakeInMs(open);
+          // What fell due since the scan began is not in it: look back that far (and 1 ms more).
+          const next = await ops.nextWakeInMs(open, Math.ceil(performance.now() - scanned) + 1);
           if (next !== null) pauseMs = Math.min(pauseMs, Math.max(1, next));
         }
       }

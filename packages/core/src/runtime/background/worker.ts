@@ -142,7 +142,7 @@ export function startWorker(ctx: EngineContext, opts: WorkerOptions, beside?: Be
         errors.ok();
         return runs;
       },
-      nextWakeInMs: (workflows) => msUntilNextWake(ctx.db, ctx.tables, workflows),
+      nextWakeInMs: (workflows, lookbackMs) => msUntilNextWake(ctx.db, ctx.tables, workflows, lookbackMs),
       execute: async (r) => {
         await executeDue(ctx, byName.get(r.workflow) as readonly Definition[], r.tenantId, r.key);
       },

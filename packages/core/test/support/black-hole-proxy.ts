@@ -13,8 +13,12 @@ export interface BlackHoleProxy {
   readonly url: string;
   /** Stop forwarding, both ways, on every connection (open or later). */
   blackHole(): void;
-  /** Chunks sent by clients and held back since the black hole began (each is a query or part of one). */
-  readonly heldFromClients: number;
+  /**
+   * Chunks held back since the black hole began, both ways: each is a
+   * query, an answer or part of one. A loop whose query went out just
+   * before the black hole is stuck on its answer, so both count.
+   */
+  readonly heldChunks: number;
   /** Forward again, the bytes held back first. */
   resume(): void;
   /** Destroy every socket and stop listening. */
@@ -25,13 +29,12 @@ export interface BlackHoleProxy {
 export async function startBlackHoleProxy(targetUrl: string): Promise<BlackHoleProxy> {
   const target = new URL(targetUrl);
   const sockets = new Set<net.Socket>();
-  const held: Array<{ to: net.Socket; chunk: Buffer; fromClient: boolean }> = [];
-  const upstreams = new WeakSet<net.Socket>();
+  const held: Array<{ to: net.Socket; chunk: Buffer }> = [];
   let dark = false;
 
   const pipe = (from: net.Socket, to: net.Socket) => {
     from.on("data", (chunk: Buffer) => {
-      if (dark) held.push({ to, chunk, fromClient: upstreams.has(to) });
+      if (dark) held.push({ to, chunk });
       else to.write(chunk);
     });
     from.on("close", () => to.destroy());
@@ -42,7 +45,6 @@ export async function startBlackHoleProxy(targetUrl: string): Promise<BlackHoleP
     const upstream = net.connect(Number(target.port || 5432), target.hostname);
     sockets.add(client);
     sockets.add(upstream);
-    upstreams.add(upstream);
     client.on("close", () => sockets.delete(client));
     upstream.on("close", () => sockets.delete(upstream));
     pipe(client, upstream);
@@ -56,8 +58,8 @@ export async function startBlackHoleProxy(targetUrl: string): Promise<BlackHoleP
 
   return {
     url: url.toString(),
-    get heldFromClients() {
-      return held.filter((h) => h.fromClient).length;
+    get heldChunks() {
+      return held.length;
     },
     blackHole() {
       dark = true;

@@ -1,4 +1,15 @@
 export {
+  type DataLayer,
+  type PhaseTx,
+  type SqlSession,
+  type TransactionOptions,
+  type TxOf,
+  type WithTx,
+} from "./database/data-layer.js";
+export { type DrizzleDatabase, type DrizzleTx, fromDrizzle } from "./database/drizzle.js";
+export { fromKysely } from "./database/kysely.js";
+export { fromNodePostgres, type PgClient, type PgPool, type PgPoolClient } from "./database/node-postgres.js";
+export {
   AttemptTimeoutError,
   DatabaseUnavailableError,
   IdempoError,

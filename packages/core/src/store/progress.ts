@@ -3,10 +3,11 @@
  * owner token: an attempt that lost its lease changes nothing, and learns so
  * from the affected-row count of that very statement.
  */
-import type { RawBuilder } from "kysely";
-import { sql } from "kysely";
+
 import { newId } from "../ids.js";
 import type { Executor, Ownership, StoredResponse, Tables } from "./run-store.js";
+import type { Sql } from "./sql.js";
+import { sql } from "./sql.js";
 
 /** Error text as a text column accepts it: PostgreSQL text cannot hold NUL. */
 export function storableText(text: string): string {
@@ -32,7 +33,7 @@ export function markCompleted(
   by: Completer,
   response: StoredResponse,
   last?: { readonly name: string; readonly state: string; readonly pastWait: boolean },
-): RawBuilder<unknown> {
+): Sql {
   const ownerToken = by === "operator" ? null : by.ownerToken;
   return sql`${t.markCompleted}(${tenantId}, ${key}, ${ownerToken}::text, ${by === "operator"},
     ${response.outcome}, ${response.status}::integer, ${response.body}::json,
@@ -70,18 +71,24 @@ export interface Advance {
  */
 export async function commitPhase(tx: Executor, t: Tables, own: Ownership, adv: Advance): Promise<boolean> {
   // The statement is the function commit_phase of migration 0014 (a cached plan on every driver).
-  const rows = await t.calls.call<{ ok: boolean }>(tx, "commit_phase", [
-    own.tenantId,
-    own.key,
-    own.ownerToken,
-    own.runId,
-    newId(),
-    adv.name,
-    adv.attempt,
-    adv.state,
-    adv.leaseMs,
-    ...completionArgs(adv.response),
-  ]);
+  // The last statement of the phase's transaction: alone in autocommit when the phase wrote nothing.
+  const rows = await t.calls.call<{ ok: boolean }>(
+    tx,
+    "commit_phase",
+    [
+      own.tenantId,
+      own.key,
+      own.ownerToken,
+      own.runId,
+      newId(),
+      adv.name,
+      adv.attempt,
+      adv.state,
+      adv.leaseMs,
+      ...completionArgs(adv.response),
+    ],
+    true,
+  );
   return rows[0]?.ok === true;
 }
 

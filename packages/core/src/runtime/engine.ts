@@ -359,7 +359,7 @@ export function createEngine<DB>(options: EngineOptions<DB>): Engine {
   const schedules = new ScheduleRegistry();
   const entryPoints: Omit<Engine, "runOnce" | "startRelay" | "startWorker" | "migrate"> = {
     ...adminApi(db, tables),
-    ...overviewApi(db, tables),
+    ...overviewApi((body) => engineTransaction(ctx.layer, body), tables),
     ...operatorVerbs(db, tables, ctx.maxPayloadBytes),
     resumeStale: (opts) => resumeStale(ctx, opts),
     sweep: (opts) => sweep(ctx, opts),

@@ -10,7 +10,7 @@
  * again). Between those, a branch with a result is recorded and is never
  * called again (`recordedBranches`). Every write is fenced on the owner token.
  */
-import { sql } from "kysely";
+import { sql } from "./sql.js";
 import { newId } from "../ids.js";
 import type { Advance } from "./progress.js";
 import type { Executor, Ownership, Tables } from "./run-store.js";

@@ -6,7 +6,7 @@
  * no index of `runs` can serve under a database's own collation). A record
  * swept past retention answers from its tombstone. Read-only.
  */
-import { sql } from "kysely";
+import { sql } from "./sql.js";
 import type { Executor, RunOutcome, RunStatus, Tables } from "./run-store.js";
 
 /** What is stored for one key: its record, or only its tombstone (`status: 'expired'`). */

@@ -4,7 +4,7 @@
  * a workflow only by name and takes from here the outline, version,
  * retention and tombstone time a run of it is created with.
  */
-import { sql } from "kysely";
+import { sql } from "./sql.js";
 import type { Executor, Tables } from "./run-store.js";
 
 /** One registered version. */

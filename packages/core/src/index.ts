@@ -1,17 +1,17 @@
-export {
-  type DataLayer,
-  type PhaseTx,
-  type SqlSession,
-  type TransactionOptions,
-  type TxOf,
-  type WithTx,
+export type {
+  DataLayer,
+  PhaseTx,
+  SqlSession,
+  TransactionOptions,
+  TxOf,
+  WithTx,
 } from "./database/data-layer.js";
 export { type DrizzleDatabase, type DrizzleTx, fromDrizzle } from "./database/drizzle.js";
 export { fromKysely } from "./database/kysely.js";
 export { fromNodePostgres, type PgClient, type PgPool, type PgPoolClient } from "./database/node-postgres.js";
+export { DatabaseUnavailableError, ListenConnectionLostError } from "./database-errors.js";
 export {
   AttemptTimeoutError,
-  DatabaseUnavailableError,
   IdempoError,
   IdempotencyKeyExpiredError,
   IdempotencyKeyInProgressError,
@@ -21,7 +21,6 @@ export {
   InvalidIdempotencyKeyError,
   InvalidOptionError,
   LeaseLostError,
-  ListenConnectionLostError,
   PayloadTooLargeError,
   PhaseConflictError,
   RunNotFoundError,

@@ -227,9 +227,9 @@ describe("maintenance statements are driven by an index, not a sequential scan",
     await sql`VACUUM ANALYZE idempo.runs`.execute(t.db);
     let due: string[] = [];
     const sent = await capture(async () => {
-      due = (await selectDueRuns(executorOf(db), tablesIn("idempo"), ["w0", "w1", "w2", "w3", "w4"], 50, [0, 0, 1, 0, 0])).map(
-        (r) => r.key,
-      );
+      due = (
+        await selectDueRuns(executorOf(db), tablesIn("idempo"), ["w0", "w1", "w2", "w3", "w4"], 50, [0, 0, 1, 0, 0])
+      ).map((r) => r.key);
     });
     expect(sent).toHaveLength(1);
     const found = await scans(sent[0] as CompiledQuery);

@@ -91,7 +91,10 @@ class DrizzleLayer<Tx> implements DataLayer<Tx> {
     return (await (this.#pglite as PgliteQueryable).query(text, values as unknown[])).rows as R[];
   }
 
-  async transaction<T>(body: (tx: Tx, session: SqlSession) => Promise<T>, options: TransactionOptions = {}): Promise<T> {
+  async transaction<T>(
+    body: (tx: Tx, session: SqlSession) => Promise<T>,
+    options: TransactionOptions = {},
+  ): Promise<T> {
     // Drizzle sends BEGIN and COMMIT itself: what failed is told by how far the body got.
     let began = false;
     let done = false;

@@ -134,48 +134,50 @@ class KyselyLayer implements DataLayer<KyselyTransaction<unknown>> {
     const executor = this.#app.getExecutor();
     // A connection that could not be had is remembered as such: the body ran nothing and may run again.
     let connected = false;
-    return executor.provideConnection(async (connection: KyselyConnection) => {
-      connected = true;
-      this.#nodePostgres ??= connection.constructor.name === NODE_POSTGRES_CONNECTION;
-      const lazy = new LazyBegin(kysely, connection, this.#app, options.lockTimeoutMs);
-      const tx = new kysely.Transaction({
-        ...refusingProps,
-        executor: executor.withConnectionProvider(new kysely.SingleConnectionProvider(lazy)),
-      } as never) as KyselyTransaction<unknown>;
-      const deferred = options.deferBegin === true;
-      let inside: Executor | undefined;
-      let alone: Executor | undefined;
-      const session: SqlSession & { isTransaction: true } = {
-        isTransaction: true,
-        query: <R>(text: string, values: readonly unknown[], name?: string, last?: boolean) => {
-          if (deferred && last === true && !lazy.begun) {
-            // Nothing began: the last statement runs alone, in autocommit, on the same connection.
-            alone ??= this.#engine.withConnectionProvider(new kysely.SingleConnectionProvider(connection));
-            return this.#run<R>(alone, text, values, name).catch((error: unknown) => {
-              markAlone(error);
-              throw error;
-            });
-          }
-          inside ??= this.#engine.withConnectionProvider(new kysely.SingleConnectionProvider(lazy));
-          return this.#run<R>(inside, text, values, name);
-        },
-      };
-      try {
-        const result = await body(tx, session);
-        await lazy.commit();
-        return result;
-      } catch (error) {
-        // On a connection that broke, ROLLBACK fails too (the server rolls back a lost session by itself):
-        // the error that broke it, with what it knows of the COMMIT, is the one to report.
-        await lazy.rollback().catch((rollbackError: unknown) => {
-          throw isConnectionLoss(error) ? error : rollbackError;
-        });
+    return executor
+      .provideConnection(async (connection: KyselyConnection) => {
+        connected = true;
+        this.#nodePostgres ??= connection.constructor.name === NODE_POSTGRES_CONNECTION;
+        const lazy = new LazyBegin(kysely, connection, this.#app, options.lockTimeoutMs);
+        const tx = new kysely.Transaction({
+          ...refusingProps,
+          executor: executor.withConnectionProvider(new kysely.SingleConnectionProvider(lazy)),
+        } as never) as KyselyTransaction<unknown>;
+        const deferred = options.deferBegin === true;
+        let inside: Executor | undefined;
+        let alone: Executor | undefined;
+        const session: SqlSession & { isTransaction: true } = {
+          isTransaction: true,
+          query: <R>(text: string, values: readonly unknown[], name?: string, last?: boolean) => {
+            if (deferred && last === true && !lazy.begun) {
+              // Nothing began: the last statement runs alone, in autocommit, on the same connection.
+              alone ??= this.#engine.withConnectionProvider(new kysely.SingleConnectionProvider(connection));
+              return this.#run<R>(alone, text, values, name).catch((error: unknown) => {
+                markAlone(error);
+                throw error;
+              });
+            }
+            inside ??= this.#engine.withConnectionProvider(new kysely.SingleConnectionProvider(lazy));
+            return this.#run<R>(inside, text, values, name);
+          },
+        };
+        try {
+          const result = await body(tx, session);
+          await lazy.commit();
+          return result;
+        } catch (error) {
+          // On a connection that broke, ROLLBACK fails too (the server rolls back a lost session by itself):
+          // the error that broke it, with what it knows of the COMMIT, is the one to report.
+          await lazy.rollback().catch((rollbackError: unknown) => {
+            throw isConnectionLoss(error) ? error : rollbackError;
+          });
+          throw error;
+        }
+      })
+      .catch((error: unknown) => {
+        if (!connected) markUnsent(error);
         throw error;
-      }
-    }).catch((error: unknown) => {
-      if (!connected) markUnsent(error);
-      throw error;
-    });
+      });
   }
 
   sessionOf(tx: unknown): SqlSession | undefined {

@@ -10,10 +10,11 @@
  * again). Between those, a branch with a result is recorded and is never
  * called again (`recordedBranches`). Every write is fenced on the owner token.
  */
-import { sql } from "./sql.js";
+
 import { newId } from "../ids.js";
 import type { Advance } from "./progress.js";
 import type { Executor, Ownership, Tables } from "./run-store.js";
+import { sql } from "./sql.js";
 
 export interface BranchStart {
   /** The parallel item's name. */

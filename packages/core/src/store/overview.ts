@@ -15,9 +15,10 @@
  * statements read those tables whole (an operator's page, like `stats`);
  * the parked, stuck and outbox ones read their partial indexes.
  */
+
+import type { Executor, RunOutcome, Tables } from "./run-store.js";
 import type { Sql } from "./sql.js";
 import { sql } from "./sql.js";
-import type { Executor, RunOutcome, Tables } from "./run-store.js";
 
 /** The time buckets of one overview, on the database clock. */
 export interface BucketWindow {

@@ -35,8 +35,8 @@ export function isConnectionLoss(error: unknown): boolean {
   if (code === "25006") return true;
   if (["ECONNRESET", "ECONNREFUSED", "EPIPE", "ETIMEDOUT"].includes(code)) return true;
   const message = error instanceof Error ? error.message : "";
-  // The last: pg-pool's connectionTimeoutMillis ran out (no server answered, or every client is checked out).
-  return /Connection terminated|connection is closed|Client has encountered a connection error|timeout exceeded when trying to connect/i.test(
+  // "was closed": node-postgres' client after its connection ended. The last: pg-pool's connectionTimeoutMillis ran out (no server answered, or every client is checked out).
+  return /Connection terminated|connection is closed|Client has encountered a connection error|Client was closed and is not queryable|timeout exceeded when trying to connect/i.test(
     message,
   );
 }

@@ -9,7 +9,7 @@
  * Drizzle: the data layer uses the database object the application made.
  */
 import { InvalidOptionError } from "../errors.js";
-import { markSent, markUnsent } from "./connection-failures.js";
+import { isConnectionLoss, markSent, markUnsent } from "./connection-failures.js";
 import type { DataLayer, SqlSession, TransactionOptions } from "./data-layer.js";
 import type { PgClient, PgPool, PgPoolClient } from "./node-postgres.js";
 import { lockTimeoutStatement, poolQuery, sessionOn } from "./node-postgres.js";
@@ -51,6 +51,18 @@ function clientOf(tx: unknown): unknown {
 
 function isDrizzleTransaction(tx: unknown): boolean {
   return typeof (tx as { rollback?: unknown } | null)?.rollback === "function" && clientOf(tx) !== undefined;
+}
+
+/**
+ * The driver's error under a Drizzle query error (`Failed query: ...`, the
+ * driver's error as its `cause`) when that is a lost connection, so the
+ * engine reports it as one (a `rollback` Drizzle sends on a broken
+ * connection fails too, and is what Drizzle throws); else `error` itself.
+ */
+function driverFailure(error: unknown): unknown {
+  const wrapped = error as { query?: unknown; params?: unknown; cause?: unknown } | null;
+  const isQueryError = typeof wrapped?.query === "string" && "params" in wrapped;
+  return isQueryError && isConnectionLoss(wrapped.cause) ? wrapped.cause : error;
 }
 
 function unexpectedShape(): never {
@@ -112,10 +124,11 @@ class DrizzleLayer<Tx> implements DataLayer<Tx> {
         return result;
       }) as (tx: unknown) => Promise<T>)) as T;
     } catch (error) {
+      const failure = driverFailure(error);
       // No connection, or BEGIN refused: nothing ran. The body done: the COMMIT's answer never came.
-      if (!began) markUnsent(error);
-      else if (done) markSent(error, "the COMMIT");
-      throw error;
+      if (!began) markUnsent(failure);
+      else if (done) markSent(failure, "the COMMIT");
+      throw failure;
     }
   }
 

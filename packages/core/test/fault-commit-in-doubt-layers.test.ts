@@ -92,7 +92,7 @@ describe("a phase's COMMIT whose connection broke after it landed", () => {
       res,
       ran,
       orders: ids,
-    } = await breakAndRetry("doubt_pg", fromNodePostgres(breakablePool()), (tx: pg.PoolClient, id, key) =>
+    } = await breakAndRetry("doubt_pg", fromNodePostgres<pg.PoolClient>(breakablePool()), (tx: pg.PoolClient, id, key) =>
       tx.query("INSERT INTO orders (id, tenant_id, cart_id, amount_cents) VALUES ($1, $2, $3, 1)", [id, T, key]),
     );
     expect(err).toBeInstanceOf(DatabaseUnavailableError);

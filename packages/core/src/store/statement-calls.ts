@@ -91,22 +91,6 @@ export class StatementCalls {
   }
 
   /** One call; a call sent alone (autocommit) whose answer never came is remembered as maybe committed. */
-  async #sendOnce<R>(
-    db: Executor,
-    fn: StatementFunction,
-    text: string,
-    name: string | undefined,
-    args: readonly unknown[],
-    last: boolean | undefined,
-  ): Promise<R[]> {
-    try {
-      return await db.query<R>(text, args, name, last);
-    } catch (error) {
-      if (!db.isTransaction || ranAlone(error)) markSent(error, `the call of ${fn}`);
-      throw error;
-    }
-  }
-
   async #send<R>(
     db: Executor,
     fn: StatementFunction,
@@ -114,18 +98,23 @@ export class StatementCalls {
     args: readonly unknown[],
     last: boolean | undefined,
   ): Promise<R[]> {
-    if (!this.#named) return this.#sendOnce<R>(db, fn, text.text, undefined, args, last);
     try {
-      return await this.#sendOnce<R>(db, fn, text.text, text.name, args, last);
+      if (!this.#named) return await db.query<R>(text.text, args, undefined, last);
+      try {
+        return await db.query<R>(text.text, args, text.name, last);
+      } catch (error) {
+        if (!LOST_STATEMENT.includes(String((error as { code?: unknown } | null)?.code))) throw error;
+        // The server session does not keep what the driver believes it prepared there: something between
+        // them resets or shares sessions (DISCARD ALL, DEALLOCATE, a transaction-mode pooler). Plain text is
+        // right on any session, so this engine sends text from now on. The failed message ran nothing (the
+        // server refused its Parse or Bind), so outside a transaction the call is simply sent again.
+        this.#named = false;
+        if (db.isTransaction) throw error;
+        return await db.query<R>(text.text, args, undefined, last);
+      }
     } catch (error) {
-      if (!LOST_STATEMENT.includes(String((error as { code?: unknown } | null)?.code))) throw error;
-      // The server session does not keep what the driver believes it prepared there: something between
-      // them resets or shares sessions (DISCARD ALL, DEALLOCATE, a transaction-mode pooler). Plain text is
-      // right on any session, so this engine sends text from now on. The failed message ran nothing (the
-      // server refused its Parse or Bind), so outside a transaction the call is simply sent again.
-      this.#named = false;
-      if (db.isTransaction) throw error;
-      return this.#sendOnce<R>(db, fn, text.text, undefined, args, last);
+      if (!db.isTransaction || ranAlone(error)) markSent(error, `the call of ${fn}`);
+      throw error;
     }
   }
 

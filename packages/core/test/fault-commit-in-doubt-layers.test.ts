@@ -92,8 +92,11 @@ describe("a phase's COMMIT whose connection broke after it landed", () => {
       res,
       ran,
       orders: ids,
-    } = await breakAndRetry("doubt_pg", fromNodePostgres<pg.PoolClient>(breakablePool()), (tx: pg.PoolClient, id, key) =>
-      tx.query("INSERT INTO orders (id, tenant_id, cart_id, amount_cents) VALUES ($1, $2, $3, 1)", [id, T, key]),
+    } = await breakAndRetry(
+      "doubt_pg",
+      fromNodePostgres<pg.PoolClient>(breakablePool()),
+      (tx: pg.PoolClient, id, key) =>
+        tx.query("INSERT INTO orders (id, tenant_id, cart_id, amount_cents) VALUES ($1, $2, $3, 1)", [id, T, key]),
     );
     expect(err).toBeInstanceOf(DatabaseUnavailableError);
     expect((err as DatabaseUnavailableError).inDoubt).toBe("the COMMIT of phase 'order'");

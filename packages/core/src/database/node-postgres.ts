@@ -39,7 +39,7 @@ export interface PgPool<C extends PgPoolClient> extends PgQueryable {
 }
 
 /** Run one engine statement on a client (or a pool): a named query config for a fixed statement. */
-export async function queryOn<R>(
+async function queryOn<R>(
   client: PgQueryable,
   text: string,
   values: readonly unknown[],

@@ -15,3 +15,6 @@ export interface Executor {
   /** True inside a transaction: a failed statement has aborted it, so nothing is sent again on it. */
   readonly isTransaction: boolean;
 }
+
+/** Runs `body` in one transaction of the engine's own (a migration, the overview's snapshot). */
+export type InTransaction = <T>(body: (tx: Executor) => Promise<T>) => Promise<T>;

@@ -7,6 +7,7 @@
 import { existsSync, readdirSync, readFileSync } from "node:fs";
 import { basename, dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
+import type { InTransaction } from "./executor.js";
 import type { Executor, Tables } from "./run-store.js";
 import { sql } from "./sql.js";
 
@@ -83,9 +84,6 @@ function loadMigrations(): Migration[] {
 function lockKey(schema: string) {
   return sql`hashtextextended(${`idempo.migrate:${schema}`}, 0)`;
 }
-
-/** Runs `body` in one transaction of the engine's own. */
-export type InTransaction = <T>(body: (tx: Executor) => Promise<T>) => Promise<T>;
 
 /** Apply pending migrations, in one transaction `inTransaction` opens; returns the names applied (empty when up to date). */
 export async function applyMigrations(inTransaction: InTransaction, t: Tables): Promise<string[]> {

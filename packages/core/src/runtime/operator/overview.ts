@@ -7,6 +7,7 @@
 import { InvalidOptionError } from "../../errors.js";
 import { OVERVIEW_OPTIONS } from "../../options/known-options.js";
 import { checkOptions, describeValue } from "../../options/option-shape.js";
+import type { InTransaction } from "../../store/executor.js";
 import type { BucketCount, BucketWindow } from "../../store/overview.js";
 import {
   readOneSnapshot,
@@ -19,7 +20,7 @@ import {
   selectStuckSince,
   selectWorkflowDurations,
 } from "../../store/overview.js";
-import type { Executor, RunOutcome, Tables } from "../../store/run-store.js";
+import type { RunOutcome, Tables } from "../../store/run-store.js";
 import { databaseNow } from "../../store/schedules.js";
 
 /** The span an overview covers, up to now: the last hour in 60 one-minute buckets, or the last day in 96 of 15 minutes. */
@@ -149,9 +150,6 @@ function checkWindow(options: OverviewOptions | undefined): OverviewWindow {
   }
   return window;
 }
-
-/** Runs `body` in one transaction of the engine's data layer. */
-export type InTransaction = <T>(body: (tx: Executor) => Promise<T>) => Promise<T>;
 
 export function overviewApi(inTransaction: InTransaction, tables: Tables): OverviewApi {
   return {

@@ -12,7 +12,12 @@
 // README's two pool setups (the process must live, the run must raise
 // DatabaseUnavailableError and complete once on retry); runs the installed
 // `idempo` binary; mounts @idempo/http on Express, Fastify and Hono and calls its Fetch handler. The consumer's sources are in
-// scripts/pack-check/app/.
+// scripts/pack-check/app/. Then a second consumer with Drizzle and no Kysely
+// (scripts/pack-check/drizzle-app/): only @idempo/core's tarball, drizzle-orm
+// and pg; `npm ls kysely` must find nothing, core's declarations must compile
+// with skipLibCheck off, and a checkout whose phases write with Drizzle runs,
+// crashes, is taken over and replays, on pg and on PGlite; and so does
+// examples/checkout-drizzle, its sources built against the packed tarball.
 //
 // A failing stage does not stop the independent ones after it; the exit code
 // is 1 if any failed. `--keep` leaves the scratch folder for a look.
@@ -54,6 +59,8 @@ const REGISTRY = [
   "@types/pg",
   "@types/express",
 ];
+/** What the Drizzle-only consumer brings from the registry: no Kysely. */
+const DRIZZLE_REGISTRY = ["drizzle-orm", "zod", "pg", "@electric-sql/pglite", "typescript", "@types/node", "@types/pg"];
 /** Libraries the user brings: exactly one copy of each in the installed tree. */
 const SINGLE_COPY = ["kysely", "zod", "pg", "@idempo/core"];
 
@@ -238,6 +245,47 @@ function idempoBin(app, args, env) {
   return run("npx", ["--no", "idempo", ...args], { cwd: app, env, quiet: true });
 }
 
+/**
+ * Install @idempo/core's tarball with Drizzle and pg only (no Kysely, no
+ * other idempo package), check that nothing brought Kysely in, type-check
+ * core's declarations with skipLibCheck off, build and run the consumer.
+ */
+function drizzleConsumer(dir, coreTarball, env, exampleEnv) {
+  const versions = pinnedVersions();
+  const registry = Object.fromEntries(
+    DRIZZLE_REGISTRY.map((name) => {
+      const version = versions.get(name);
+      if (!version) throw new Error(`no exact version of ${name} is pinned in the workspace`);
+      return [name, version];
+    }),
+  );
+  mkdirSync(dir, { recursive: true });
+  cpSync(join(root, "scripts/pack-check/drizzle-app"), dir, { recursive: true });
+  cpSync(join(root, "examples/checkout-drizzle/src"), join(dir, "example"), { recursive: true });
+  const manifest = {
+    name: "pack-check-drizzle-app",
+    private: true,
+    type: "module",
+    dependencies: { "@idempo/core": `file:${coreTarball}`, ...registry },
+  };
+  writeFileSync(join(dir, "package.json"), `${JSON.stringify(manifest, null, 2)}\n`);
+  run("npm", ["install", "--no-audit", "--no-fund", "--prefer-offline", "--loglevel=error"], { cwd: dir });
+  const kysely = installedCopies(join(dir, "node_modules"), ["kysely"]).get("kysely") ?? [];
+  if (kysely.length > 0) throw new Error(`kysely is installed in the Drizzle-only consumer: ${kysely.join(", ")}`);
+  const ls = spawnSync("npm", ["ls", "kysely", "--all", "--parseable"], { cwd: dir, encoding: "utf8" });
+  if (ls.stdout.trim() !== "") throw new Error(`npm ls kysely found: ${ls.stdout.trim()}`);
+  console.log("npm ls kysely: nothing installed");
+  const tsc = (project) => run("node", ["node_modules/typescript/bin/tsc", "-p", project], { cwd: dir });
+  tsc("tsconfig.declarations.json");
+  console.log("@idempo/core's declarations compile without kysely, skipLibCheck off");
+  tsc("tsconfig.json");
+  run("node", ["out/main.js", "pglite"], { cwd: dir });
+  run("node", ["out/main.js", "pg"], { cwd: dir, env });
+  // The example's story, on PGlite and on a database of its own (its orders table is not the other consumer's).
+  run("node", ["out/example/main.js"], { cwd: dir, env: { DATABASE_URL: "" } });
+  run("node", ["out/example/main.js"], { cwd: dir, env: exampleEnv });
+}
+
 async function main() {
   const serverUrl = process.env.DATABASE_URL;
   if (!serverUrl) throw new Error("DATABASE_URL must point at a PostgreSQL server (.ci/run exports it)");
@@ -249,11 +297,12 @@ async function main() {
   const tarballs = join(scratch, "tarballs");
   const app = join(scratch, "app");
   const database = `idempo_pack_${process.pid}_${Date.now().toString(36)}`;
-  const dbUrl = (() => {
+  const urlOf = (name) => {
     const u = new URL(serverUrl);
-    u.pathname = `/${database}`;
+    u.pathname = `/${name}`;
     return u.toString();
-  })();
+  };
+  const dbUrl = urlOf(database);
   console.log(`publishable: ${packages.map((p) => p.manifest.name).join(", ")}; scratch: ${scratch}`);
 
   try {
@@ -384,10 +433,19 @@ async function main() {
         await new Promise((r) => setTimeout(r, 500));
       }
     });
-  } finally {
-    await adminQuery(serverUrl, `DROP DATABASE IF EXISTS "${database}" WITH (FORCE)`).catch((error) =>
-      console.error(`could not drop ${database}: ${error.message}`),
+
+    await adminQuery(serverUrl, `CREATE DATABASE "${database}_drizzle"`);
+    const exampleEnv = { DATABASE_URL: urlOf(`${database}_drizzle`) };
+    await stage(
+      "a Drizzle-only consumer: no Kysely installed, core's declarations compile, the Drizzle checkouts run",
+      () => drizzleConsumer(join(scratch, "drizzle-app"), packed.get("@idempo/core"), env, exampleEnv),
     );
+  } finally {
+    for (const name of [database, `${database}_drizzle`]) {
+      await adminQuery(serverUrl, `DROP DATABASE IF EXISTS "${name}" WITH (FORCE)`).catch((error) =>
+        console.error(`could not drop ${name}: ${error.message}`),
+      );
+    }
     if (keep) console.log(`kept ${scratch}`);
     else rmSync(scratch, { recursive: true, force: true });
   }

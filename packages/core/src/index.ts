@@ -1,6 +1,17 @@
+export type {
+  DataLayer,
+  PhaseTx,
+  SqlSession,
+  TransactionOptions,
+  TxOf,
+  WithTx,
+} from "./database/data-layer.js";
+export { type DrizzleDatabase, type DrizzleTx, fromDrizzle } from "./database/drizzle.js";
+export { fromKysely } from "./database/kysely.js";
+export { fromNodePostgres, type PgClient, type PgPool, type PgPoolClient } from "./database/node-postgres.js";
+export { DatabaseUnavailableError, ListenConnectionLostError } from "./database-errors.js";
 export {
   AttemptTimeoutError,
-  DatabaseUnavailableError,
   IdempoError,
   IdempotencyKeyExpiredError,
   IdempotencyKeyInProgressError,
@@ -10,7 +21,6 @@ export {
   InvalidIdempotencyKeyError,
   InvalidOptionError,
   LeaseLostError,
-  ListenConnectionLostError,
   PayloadTooLargeError,
   PhaseConflictError,
   RunNotFoundError,

@@ -25,7 +25,7 @@ export {
   STRING,
 } from "./options/option-shape.js";
 export type { DueReport, ResumeDueOptions } from "./runtime/background/resume-due.js";
-export { type ClockAccess, clockAccessOf, resumeDue } from "./runtime/engine-internals.js";
+export { type ClockAccess, type ClockStatements, clockAccessOf, resumeDue } from "./runtime/engine-internals.js";
 export { CrashSignal } from "./runtime/execution/control-flow.js";
 export { type FaultHook, type HookPoint, setFaultHook, setHeartbeatSilenced } from "./runtime/execution/hooks.js";
 export { type OutlineItem, outlineItem } from "./workflow/definition.js";

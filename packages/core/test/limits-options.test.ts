@@ -5,21 +5,19 @@
  * `priority`, and a concurrency key function that answers no key.
  */
 
-import type { Kysely } from "kysely";
 import { describe, expect, it } from "vitest";
+import type { DataLayer } from "../src/index.ts";
 import { createEngine, InvalidOptionError, WorkflowDefinitionError, workflow } from "../src/index.ts";
 
-/** A database handle that fails any statement: every refusal here comes before SQL. */
-const noDb = new Proxy(
-  {},
-  {
-    get(_target, name) {
-      if (name === "withoutPlugins") return () => noDb;
-      if (name === "selectFrom" || name === "transaction") return () => {};
-      throw new Error(`a statement was sent (${String(name)})`);
-    },
-  },
-) as unknown as Kysely<unknown>;
+/** A data layer that fails any statement: every refusal here comes before SQL. */
+const sent = (what: string) => async (): Promise<never> => {
+  throw new Error(`a statement was sent (${what})`);
+};
+const noDb: DataLayer = {
+  query: sent("query"),
+  transaction: sent("transaction"),
+  sessionOf: (tx) => (tx === noDb ? { query: sent("query in the caller's transaction") } : undefined),
+};
 
 const done = () => ({ status: 200, body: null });
 

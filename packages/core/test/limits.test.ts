@@ -15,6 +15,7 @@ import { createEngine, IdempotencyKeyInProgressError, workflow } from "../src/in
 import { acquireSlot, renewSlotLease } from "../src/store/concurrency-slots.ts";
 import { tablesIn } from "../src/store/run-store.ts";
 import { useTestDatabase } from "./support/db.ts";
+import { executorOf } from "./support/executor.ts";
 
 const t = useTestDatabase({ pool: 12 });
 
@@ -119,7 +120,7 @@ describe("a holder and its slot, statement by statement", () => {
     for (let i = 0; i < 20; i++) await inFlight(`race-${i}`, `o-${i}`, 60_000);
     const answers = await Promise.all(
       Array.from({ length: 20 }, (_, i) =>
-        acquireSlot(t.db, tables, attempt(`race-${i}`, `o-${i}`), { limitKey: "race", max: 3 }),
+        acquireSlot(executorOf(t.db), tables, attempt(`race-${i}`, `o-${i}`), { limitKey: "race", max: 3 }),
       ),
     );
     expect(answers.filter((a) => a.kind === "acquired")).toHaveLength(3);
@@ -134,9 +135,9 @@ describe("a holder and its slot, statement by statement", () => {
   it("a live holder keeps its slot; once its lease ran out a taker gets it, and the old holder's renewal fails", async () => {
     await inFlight("h1", "old", 300);
     await inFlight("h2", "new", 60_000);
-    expect(await acquireSlot(t.db, tables, attempt("h1", "old"), slot)).toEqual({ kind: "acquired" });
-    expect(await renewSlotLease(t.db, tables, attempt("h1", "old"), 300, slot.limitKey)).toBe(true);
-    expect((await acquireSlot(t.db, tables, attempt("h2", "new"), slot)).kind).toBe("full");
+    expect(await acquireSlot(executorOf(t.db), tables, attempt("h1", "old"), slot)).toEqual({ kind: "acquired" });
+    expect(await renewSlotLease(executorOf(t.db), tables, attempt("h1", "old"), 300, slot.limitKey)).toBe(true);
+    expect((await acquireSlot(executorOf(t.db), tables, attempt("h2", "new"), slot)).kind).toBe("full");
     // h2 stepped aside; back in flight for the next try, as a take of a due run would put it.
     await sql`UPDATE idempo.runs SET status = 'in_flight', owner_token = 'new',
               locked_until = clock_timestamp() + interval '1 minute' WHERE tenant_id = 'slots' AND key = 'h2'`.execute(
@@ -149,10 +150,10 @@ describe("a holder and its slot, statement by statement", () => {
       );
       return rows[0]?.expired === true;
     }, "the holder's lease ran out");
-    expect(await acquireSlot(t.db, tables, attempt("h2", "new"), slot)).toEqual({ kind: "acquired" });
+    expect(await acquireSlot(executorOf(t.db), tables, attempt("h2", "new"), slot)).toEqual({ kind: "acquired" });
     // A holder paused past its lease cannot renew it back beside the new holder.
-    expect(await renewSlotLease(t.db, tables, attempt("h1", "old"), 60_000, slot.limitKey)).toBe(false);
-    expect(await renewSlotLease(t.db, tables, attempt("h2", "new"), 60_000, slot.limitKey)).toBe(true);
+    expect(await renewSlotLease(executorOf(t.db), tables, attempt("h1", "old"), 60_000, slot.limitKey)).toBe(false);
+    expect(await renewSlotLease(executorOf(t.db), tables, attempt("h2", "new"), 60_000, slot.limitKey)).toBe(true);
   });
 });
 

@@ -8,6 +8,7 @@ import { claimDue } from "../src/store/outbox.ts";
 import { tablesIn } from "../src/store/run-store.ts";
 import { selectDueSchedules } from "../src/store/schedules.ts";
 import { useTestDatabase } from "./support/db.ts";
+import { executorOf } from "./support/executor.ts";
 
 // The maintenance statements (sweep, stale-run discovery, `keys stuck`, the
 // relay's claim, stats) must be driven by an index, so their cost follows the
@@ -189,7 +190,7 @@ describe("maintenance statements are driven by an index, not a sequential scan",
   });
 
   it("the relay's claim reads the pending-message index", async () => {
-    const sent = await capture(() => claimDue(db, tablesIn("idempo"), ["mail"], 5, 30_000));
+    const sent = await capture(() => claimDue(executorOf(db), tablesIn("idempo"), ["mail"], 5, 30_000));
     expect(sent).toHaveLength(1);
     expectIndexDriven(await scans(sent[0] as CompiledQuery), "outbox_pending_available_at", "available_at");
   });
@@ -226,9 +227,9 @@ describe("maintenance statements are driven by an index, not a sequential scan",
     await sql`VACUUM ANALYZE idempo.runs`.execute(t.db);
     let due: string[] = [];
     const sent = await capture(async () => {
-      due = (await selectDueRuns(db, tablesIn("idempo"), ["w0", "w1", "w2", "w3", "w4"], 50, [0, 0, 1, 0, 0])).map(
-        (r) => r.key,
-      );
+      due = (
+        await selectDueRuns(executorOf(db), tablesIn("idempo"), ["w0", "w1", "w2", "w3", "w4"], 50, [0, 0, 1, 0, 0])
+      ).map((r) => r.key);
     });
     expect(sent).toHaveLength(1);
     const found = await scans(sent[0] as CompiledQuery);
@@ -250,7 +251,7 @@ describe("maintenance statements are driven by an index, not a sequential scan",
     const filter = { registered: [{ name: "s2", workflow: "w2", hasInput: true }], workflows: ["w1", "w3"] };
     let due: string[] = [];
     const sent = await capture(async () => {
-      due = await selectDueSchedules(db, tablesIn("idempo"), filter, 50);
+      due = await selectDueSchedules(executorOf(db), tablesIn("idempo"), filter, 50);
     });
     expect(sent).toHaveLength(1);
     expectIndexDriven(await scans(sent[0] as CompiledQuery), "schedules_due", "next_tick_at");

@@ -31,6 +31,7 @@ import { tablesIn } from "../src/store/run-store.ts";
 import { releaseLease } from "../src/store/transitions.ts";
 import type { TestDb } from "./support/db.ts";
 import { useTestDatabase } from "./support/db.ts";
+import { executorOf } from "./support/executor.ts";
 
 const t = useTestDatabase({ pool: 8 });
 const tables = tablesIn("idempo");
@@ -383,14 +384,15 @@ const takenOutcome = (result: TakeoverResult | null): Outcome => {
 /** Run one command with the model as the attempts knew it when the batch started. */
 async function execute(db: TestDb, m: Model, key: string, cmd: Command, minted: Minted): Promise<Outcome> {
   const bool = (value: boolean): Outcome => ({ kind: "bool", value });
+  const ex = executorOf(db);
   switch (cmd.kind) {
     case "claim":
-      return toOutcome(await claimNewKey(db, tables, newRun(key, cmd.payload, minted)));
+      return toOutcome(await claimNewKey(ex, tables, newRun(key, cmd.payload, minted)));
     case "reclaim":
-      return bool(await reclaimExpiredKey(db, tables, newRun(key, cmd.payload, minted)));
+      return bool(await reclaimExpiredKey(ex, tables, newRun(key, cmd.payload, minted)));
     case "takeover":
       return takenOutcome(
-        await takeOverExpiredLease(db, tables, {
+        await takeOverExpiredLease(ex, tables, {
           tenantId: TENANT,
           key,
           ownerToken: minted.token,
@@ -401,7 +403,7 @@ async function execute(db: TestDb, m: Model, key: string, cmd: Command, minted: 
         }),
       );
     case "renew":
-      return bool(await renewLease(db, tables, ownership(m, cmd.actor, key), LEASE_MS));
+      return bool(await renewLease(ex, tables, ownership(m, cmd.actor, key), LEASE_MS));
     case "commit": {
       const own = ownership(m, cmd.actor, key);
       // As the executor does: the business write and the fenced commit share one transaction,
@@ -409,7 +411,7 @@ async function execute(db: TestDb, m: Model, key: string, cmd: Command, minted: 
       try {
         await db.transaction().execute(async (tx) => {
           await sql`INSERT INTO prop_effects (key, token) VALUES (${key}, ${own.ownerToken})`.execute(tx);
-          const ok = await commitPhase(tx, tables, own, {
+          const ok = await commitPhase(executorOf(tx), tables, own, {
             name: cmd.phase,
             attempt: 0,
             state: minted.state,
@@ -426,16 +428,16 @@ async function execute(db: TestDb, m: Model, key: string, cmd: Command, minted: 
     }
     case "complete":
       return bool(
-        await completeRun(db, tables, ownership(m, cmd.actor, key), {
+        await completeRun(ex, tables, ownership(m, cmd.actor, key), {
           outcome: cmd.status < 400 ? "succeeded" : "failed",
           status: cmd.status,
           body: minted.body,
         }),
       );
     case "reject":
-      return bool(await deleteClaim(db, tables, ownership(m, cmd.actor, key)));
+      return bool(await deleteClaim(ex, tables, ownership(m, cmd.actor, key)));
     case "release":
-      return bool((await releaseLease(db, tables, TENANT, key)) !== null);
+      return bool((await releaseLease(ex, tables, TENANT, key)) !== null);
     case "expire":
       // Time passes for this key: its lease, or its retention, runs out (DB clock).
       await sql`
@@ -445,7 +447,7 @@ async function execute(db: TestDb, m: Model, key: string, cmd: Command, minted: 
         WHERE tenant_id = ${TENANT} AND key = ${key}`.execute(db);
       return bool(true);
     case "sweep":
-      await sweepBatch(db, tables, 1_000);
+      await sweepBatch(ex, tables, 1_000);
       return bool(true);
   }
 }

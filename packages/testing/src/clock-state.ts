@@ -22,14 +22,14 @@ export interface SchemaTime {
 const times = new WeakMap<object, Map<string, SchemaTime>>();
 
 /**
- * The shared time of the engine's database handle (the Kysely instance
- * given to `createEngine`) and schema; made by the first clock of them.
+ * The shared time of the engine's database handle (the `db` given to
+ * `createEngine`: a Kysely instance or a data layer) and schema; made by the first clock of them.
  */
 export function schemaTime(access: ClockAccess): SchemaTime {
-  let bySchema = times.get(access.db);
+  let bySchema = times.get(access.handle);
   if (!bySchema) {
     bySchema = new Map();
-    times.set(access.db, bySchema);
+    times.set(access.handle, bySchema);
   }
   const known = bySchema.get(access.schema);
   if (known) return known;

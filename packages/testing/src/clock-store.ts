@@ -6,8 +6,7 @@
  * same as that clock having moved forward by d; the server's clock itself
  * is never touched, and other schemas on the server see nothing.
  */
-import type { Kysely } from "kysely";
-import { sql } from "kysely";
+import type { ClockAccess, ClockStatements } from "@idempo/core/internal";
 
 /**
  * Every `timestamptz` column of the engine's tables, by table (the
@@ -36,16 +35,24 @@ export const INSTANT_COLUMNS: Readonly<Record<string, readonly string[]>> = Obje
   workflow_versions: ["registered_at"],
 });
 
-// biome-ignore lint/suspicious/noExplicitAny: the engine's database, whatever the user's table types
-type Db = Kysely<any>;
+type Db = ClockStatements;
+
+/** A quoted, dotted SQL name: `"idempo"."runs"` (the schema is a plain identifier, checked by `createEngine`). */
+function id(...names: string[]): string {
+  return names.map((n) => `"${n.replaceAll('"', '""')}"`).join(".");
+}
 
 /** Move every stored instant of `schema` back by `ms`, in one transaction. */
-export async function shiftInstants(db: Db, schema: string, ms: number): Promise<void> {
+export async function shiftInstants(
+  access: Pick<ClockAccess, "inTransaction">,
+  schema: string,
+  ms: number,
+): Promise<void> {
   if (ms === 0) return;
-  await db.transaction().execute(async (tx) => {
+  await access.inTransaction(async (tx) => {
     for (const [table, columns] of Object.entries(INSTANT_COLUMNS)) {
-      const sets = columns.map((c) => sql`${sql.id(c)} = ${sql.id(c)} - make_interval(secs => ${ms / 1000})`);
-      await sql`UPDATE ${sql.id(schema, table)} SET ${sql.join(sets)}`.execute(tx);
+      const sets = columns.map((c) => `${id(c)} = ${id(c)} - make_interval(secs => $1)`);
+      await tx.query(`UPDATE ${id(schema, table)} SET ${sets.join(", ")}`, [ms / 1000]);
     }
   });
 }
@@ -57,20 +64,23 @@ export async function shiftInstants(db: Db, schema: string, ms: number): Promise
  * next delivery, an unpaused schedule's next tick. Null when none is to come.
  */
 export async function msToNextInstant(db: Db, schema: string): Promise<number | null> {
-  const t = (table: string) => sql.id(schema, table);
-  const { rows } = await sql<{ ms: number | null }>`
+  const t = (table: string) => id(schema, table);
+  const rows = await db.query<{ ms: number | null }>(
+    `
     SELECT ceil(extract(epoch FROM (min(at) - now())) * 1000)::float8 AS ms FROM (
       SELECT wake_at AS at FROM ${t("runs")} WHERE status = 'suspended' AND wake_at > now()
       UNION ALL SELECT locked_until FROM ${t("runs")} WHERE status = 'in_flight' AND locked_until > now()
       UNION ALL SELECT available_at FROM ${t("outbox")} WHERE status = 'pending' AND available_at > now()
       UNION ALL SELECT next_tick_at FROM ${t("schedules")} WHERE NOT paused AND next_tick_at > now()
-    ) AS instants`.execute(db);
+    ) AS instants`,
+    [],
+  );
   return rows[0]?.ms ?? null;
 }
 
 /** The database clock. */
 export async function databaseNow(db: Db): Promise<Date> {
-  const { rows } = await sql<{ now: Date }>`SELECT now() AS now`.execute(db);
+  const rows = await db.query<{ now: Date }>("SELECT now() AS now", []);
   return (rows[0] as { now: Date }).now;
 }
 
@@ -86,9 +96,11 @@ export interface ScheduleTime {
 
 /** Every unpaused schedule with a next tick. */
 export async function scheduleTimes(db: Db, schema: string): Promise<ScheduleTime[]> {
-  const { rows } = await sql<{ name: string; cron: string; timezone: string; next_tick_at: Date; due: boolean }>`
-    SELECT name, cron, timezone, next_tick_at, next_tick_at <= now() AS due FROM ${sql.id(schema, "schedules")}
-    WHERE NOT paused AND next_tick_at IS NOT NULL`.execute(db);
+  const rows = await db.query<{ name: string; cron: string; timezone: string; next_tick_at: Date; due: boolean }>(
+    `SELECT name, cron, timezone, next_tick_at, next_tick_at <= now() AS due FROM ${id(schema, "schedules")}
+    WHERE NOT paused AND next_tick_at IS NOT NULL`,
+    [],
+  );
   return rows.map((r) => ({
     name: r.name,
     cron: r.cron,
@@ -100,6 +112,8 @@ export async function scheduleTimes(db: Db, schema: string): Promise<ScheduleTim
 
 /** Set a schedule's next tick, unless the row moved on meanwhile (it no longer holds `was`). */
 export async function moveNextTick(db: Db, schema: string, name: string, was: Date, next: Date | null): Promise<void> {
-  await sql`UPDATE ${sql.id(schema, "schedules")} SET next_tick_at = ${next}::timestamptz
-    WHERE name = ${name} AND next_tick_at = ${was}::timestamptz`.execute(db);
+  await db.query(
+    `UPDATE ${id(schema, "schedules")} SET next_tick_at = $1::timestamptz WHERE name = $2 AND next_tick_at = $3::timestamptz`,
+    [next, name, was],
+  );
 }

@@ -177,7 +177,7 @@ export function createTestClock(engine: Engine, options: TestClockOptions): Test
   }
 
   async function shift(ms: number): Promise<void> {
-    await shiftInstants(access.db, access.schema, ms);
+    await shiftInstants(access, access.schema, ms);
     time.offsetMs += ms;
     schedules.shifted(ms);
   }

@@ -11,8 +11,10 @@ const hasFunctions = (value: unknown, names: readonly string[]): boolean =>
   value !== null &&
   names.every((name) => typeof (value as Record<string, unknown>)[name] === "function");
 
-const KYSELY = optionKind("a Kysely instance (new Kysely({ dialect }))", (v) =>
-  hasFunctions(v, ["selectFrom", "transaction"]),
+/** A Kysely instance, or a data layer (`fromDrizzle(db)`, `fromNodePostgres(pool)`, one of the application's). */
+const DATA_LAYER = optionKind(
+  "a Kysely instance (new Kysely({ dialect })) or a data layer (fromDrizzle(db), fromNodePostgres(pool))",
+  (v) => hasFunctions(v, ["selectFrom", "transaction"]) || hasFunctions(v, ["query", "transaction", "sessionOf"]),
 );
 const LOGGER = optionKind("a logger with debug, info, warn and error functions (pino, console)", (v) =>
   hasFunctions(v, ["debug", "info", "warn", "error"]),
@@ -26,7 +28,7 @@ const NOTIFICATION_SOURCE: OptionKind = optionKind(
 /** `createEngine(options)`. */
 export const ENGINE_OPTIONS = optionShape(
   {
-    db: KYSELY,
+    db: DATA_LAYER,
     schema: STRING,
     leaseMs: INTEGER,
     heartbeatMs: INTEGER,
@@ -135,9 +137,13 @@ export const RETRY_FROM_OPTIONS = optionShape({ resendOutbox: BOOLEAN });
 /** `signal(tenantId, key, name, payload, options)`. */
 export const SIGNAL_OPTIONS = optionShape({
   tx: optionKind(
-    "the caller's Kysely transaction (the tx of db.transaction().execute(async (tx) => ...)), not a Kysely " +
-      "instance: the signal is written in it and commits with it",
-    (v) => (v as { isTransaction?: unknown } | null)?.isTransaction === true && hasFunctions(v, ["withoutPlugins"]),
+    "the caller's transaction (a Kysely tx of db.transaction().execute(async (tx) => ...), not a Kysely " +
+      "instance; a Drizzle tx; a node-postgres client inside BEGIN): the signal is written in it and commits with it",
+    // A Kysely instance is refused here: the data layer would run the signal's statements in autocommit.
+    (v) =>
+      typeof v === "object" &&
+      v !== null &&
+      (!hasFunctions(v, ["withoutPlugins"]) || (v as { isTransaction?: unknown }).isTransaction === true),
   ),
 });
 

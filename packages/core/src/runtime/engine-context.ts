@@ -10,13 +10,15 @@ import { ENGINE_OPTIONS } from "../options/known-options.js";
 import { MAX_STORED_MS, MAX_TIMER_MS } from "../options/limits.js";
 import { checkHeartbeat, intOption } from "../options/option-checks.js";
 import { checkOptions } from "../options/option-shape.js";
-import type { Tables } from "../store/run-store.js";
+import type { Executor, Tables } from "../store/run-store.js";
 import { tablesIn } from "../store/run-store.js";
 import { SILENT } from "../telemetry/logger.js";
 import { keyHash, Telemetry } from "../telemetry/telemetry.js";
 import type { Definition } from "../workflow/definition.js";
 import { deployedByName } from "../workflow/versions.js";
 import { listenChecks } from "./background/listen-options.js";
+import type { EngineLayer } from "./engine-db.js";
+import { autocommitOn, layerOf } from "./engine-db.js";
 import type { EngineOptions } from "./engine-options.js";
 import { faultHookOf, heartbeatSilenced } from "./execution/hooks.js";
 import type { ExecutorDeps } from "./execution/plan.js";
@@ -25,14 +27,11 @@ import { checkRateLimitNames, rateLimitsOf } from "./rate-limit-options.js";
 import type { CompletionWaiter } from "./signal-delivery/completion-waiter.js";
 import { completionWaiter } from "./signal-delivery/completion-waiter.js";
 
-/** The engine's database handle: a Kysely instance (or transaction) seen through the executor's seam. */
-type EngineDb = ExecutorDeps["db"];
-
 export interface EngineContext {
-  /** The engine's own statements: the application's Kysely without its plugins. */
-  readonly db: EngineDb;
-  /** The application's Kysely as given, plugins included: what a phase's `tx` is made from. */
-  readonly appDb: EngineDb;
+  /** The engine's own statements outside any transaction, on the data layer. */
+  readonly db: Executor;
+  /** The application's data layer: the engine's transactions and a phase's `tx`. */
+  readonly layer: EngineLayer;
   readonly tables: Tables;
   /** Lease length in ms when a workflow sets none. */
   readonly leaseMs: number;
@@ -67,9 +66,6 @@ const DEFAULT_UNAVAILABLE_RETRY_MS = 10_000;
  */
 export function createContext<DB>(options: EngineOptions<DB>, engine: () => object): EngineContext {
   checkOptions("createEngine", ENGINE_OPTIONS, options);
-  const appDb = options.db as unknown as EngineDb;
-  // The engine reads its own columns by their names: the application's plugins (CamelCasePlugin) are for its rows.
-  const db = typeof appDb?.withoutPlugins === "function" ? appDb.withoutPlugins() : appDb;
   const where = "createEngine";
   const unavailableRetryMs = intOption(
     where,
@@ -83,6 +79,8 @@ export function createContext<DB>(options: EngineOptions<DB>, engine: () => obje
   if (!/^[A-Za-z_][A-Za-z0-9_]{0,62}$/.test(tables.schema)) {
     throw new WorkflowDefinitionError(`schema must be a plain SQL identifier, got ${JSON.stringify(tables.schema)}`);
   }
+  const layer = layerOf(options.db);
+  const db = autocommitOn(layer, tables);
   const leaseMs = intOption(where, "leaseMs", options.leaseMs, 1, MAX_TIMER_MS, DEFAULT_LEASE_MS);
   // Unset, the heartbeat follows each run's own lease (a workflow may shorten it).
   const heartbeatMs = intOption(where, "heartbeatMs", options.heartbeatMs, 1, MAX_TIMER_MS);
@@ -120,7 +118,7 @@ export function createContext<DB>(options: EngineOptions<DB>, engine: () => obje
   }
   return {
     db,
-    appDb,
+    layer,
     tables,
     leaseMs,
     heartbeatMs,
@@ -132,7 +130,7 @@ export function createContext<DB>(options: EngineOptions<DB>, engine: () => obje
     workflows,
     executorDeps: () => ({
       db,
-      phaseDb: appDb,
+      layer,
       tables,
       heartbeatMs,
       hook: faultHookOf(engine()),

@@ -14,7 +14,7 @@ describe("an engine's internals (@idempo/core/internal)", () => {
   it("are reached from the engine createEngine made, both through the one record it attached", async () => {
     const engine = createEngine({ db, schema: "inner_test" });
     const access = clockAccessOf(engine);
-    expect(access.db).toBe(db);
+    expect(access.handle).toBe(db);
     expect(access.schema).toBe("inner_test");
     expect(access.nextTick("0 9 * * *", "UTC", new Date("2026-01-01T10:00:00Z"))).toEqual(
       new Date("2026-01-02T09:00:00Z"),

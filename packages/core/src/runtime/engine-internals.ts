@@ -7,14 +7,22 @@
  * it makes; the entries below look it up, so a frozen engine keeps no
  * hidden fields and an object that only looks like an engine is refused.
  */
-import type { Kysely } from "kysely";
 import type { Workflow } from "../workflow/definition.js";
 import type { DueReport, ResumeDueOptions } from "./background/resume-due.js";
 
+/** Runs a statement (placeholders `$1` to `$n`) and returns its rows. */
+export interface ClockStatements {
+  query<R>(text: string, values: readonly unknown[]): Promise<R[]>;
+}
+
 /** An engine's internals as the test clock uses them. */
 export interface ClockAccess {
-  // biome-ignore lint/suspicious/noExplicitAny: the engine's database, whatever the user's table types
-  readonly db: Kysely<any>;
+  /** The `db` given to `createEngine`, as it was given: what tells two engines on one database apart from two databases. */
+  readonly handle: object;
+  /** The engine's database, through its data layer, in autocommit. */
+  readonly db: ClockStatements;
+  /** Run `body` in one transaction of the engine's data layer. */
+  inTransaction<T>(body: (tx: ClockStatements) => Promise<T>): Promise<T>;
   /** The engine's schema (createEngine's `schema`). */
   readonly schema: string;
   /**

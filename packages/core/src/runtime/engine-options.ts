@@ -1,5 +1,6 @@
 /** The settings `createEngine` takes (checked in `engine-context.ts`). */
-import type { Kysely } from "kysely";
+import type { DataLayer } from "../database/data-layer.js";
+import type { KyselyDatabase } from "../database/kysely-types.js";
 import type { Logger } from "../telemetry/logger.js";
 import type { Workflow } from "../workflow/definition.js";
 import type { ListenCheckOptions } from "./background/listen-options.js";
@@ -8,8 +9,14 @@ import type { RateLimitOptions } from "./rate-limit-options.js";
 
 /** Settings of an engine. */
 export interface EngineOptions<DB> extends ListenCheckOptions {
-  /** The application's Kysely instance (pg pool or PGlite); idempo's tables live in the same database. */
-  db: Kysely<DB>;
+  /**
+   * The application's data layer, on the database where idempo's tables
+   * live: its Kysely instance (node-postgres or PGlite) as it is, or a data
+   * layer made by `fromDrizzle(db)` (Drizzle on node-postgres or PGlite),
+   * `fromNodePostgres(pool)`, or the application itself (`DataLayer`).
+   * Phases get its transaction as `tx`.
+   */
+  db: KyselyDatabase<DB> | DataLayer<unknown>;
   /** Postgres schema for idempo's tables (Default: `idempo`). */
   schema?: string;
   /** Lease length in ms: how long an attempt may work between renewals before another may take over (Default: 30 000). */
@@ -55,8 +62,9 @@ export interface EngineOptions<DB> extends ListenCheckOptions {
   /**
    * Send the engine's hot-path statements (the calls of its statement
    * functions: claim, takeover, commits, renewal) as prepared statements,
-   * parsed and planned once per connection, when `db` is Kysely's
-   * `PostgresDialect` on node-postgres; other drivers always get plain text
+   * parsed and planned once per connection, where the data layer prepares
+   * them: node-postgres (Kysely's `PostgresDialect`, Drizzle's node-postgres
+   * driver, `fromNodePostgres`); other drivers always get plain text
    * (Default: true). Set false behind a pooler that cannot keep prepared
    * statements across transactions, such as PgBouncer before 1.21 in
    * transaction mode (a pool wrapped with `withPreparedStatements` still

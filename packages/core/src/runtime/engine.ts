@@ -6,7 +6,6 @@
  * schedules (`schedule`, `unschedule`, `listSchedules`, pause and resume,
  * fired by the workers) and the operator verbs and reads.
  */
-import type { Kysely, Transaction } from "kysely";
 import { applyMigrations } from "../store/migrate.js";
 import type { Workflow } from "../workflow/definition.js";
 import type { EnqueueRequest, EnqueueResult } from "./admission/enqueue.js";
@@ -23,6 +22,7 @@ import { sweep } from "./background/sweep.js";
 import type { Worker, WorkerOptions } from "./background/worker.js";
 import { startWorker } from "./background/worker.js";
 import { createContext } from "./engine-context.js";
+import { engineTransaction } from "./engine-db.js";
 import { attachInternals } from "./engine-internals.js";
 import type { EngineOptions } from "./engine-options.js";
 import { translateEntryErrors, withEntryErrors } from "./entry-errors.js";
@@ -86,7 +86,7 @@ export interface Engine extends AdminApi, OperatorVerbs, OverviewApi {
    */
   runOnce<In, B>(workflow: Workflow<In, B>, request: RunOnceRequest<In>): Promise<RunResult<B>>;
   /**
-   * Create a run inside the caller's own Kysely transaction: it exists
+   * Create a run inside the caller's own transaction: it exists
    * exactly when that transaction commits (and a NOTIFY sent in it wakes
    * the workers then). The run is `suspended` and due at once with attempt
    * 0 until a worker (`startWorker`) or a `runOnce` with the same key and
@@ -110,11 +110,7 @@ export interface Engine extends AdminApi, OperatorVerbs, OverviewApi {
    * @throws IdempotencyKeyMismatchError (422) the key was used with another payload or workflow.
    * @throws IdempotencyKeyExpiredError (410) the key's run completed and its record expired, and its tombstone lasts (as for `runOnce`).
    */
-  enqueue<DB, In>(
-    tx: Transaction<DB> | Kysely<DB>,
-    workflow: Workflow<In, unknown>,
-    request: EnqueueRequest<In>,
-  ): Promise<EnqueueResult>;
+  enqueue<In>(tx: object, workflow: Workflow<In, unknown>, request: EnqueueRequest<In>): Promise<EnqueueResult>;
   /**
    * Deliver a signal to a run's `.waitFor(name)` item: the JSON `payload`
    * is kept (also when the run has not reached the item yet) and merged
@@ -148,7 +144,7 @@ export interface Engine extends AdminApi, OperatorVerbs, OverviewApi {
    * const { duplicate, woke } = await engine.signal('acme', 'order-7f3a', 'challenge', { approved: true })
    * ```
    * @throws InvalidIdempotencyKeyError (400) bad key or tenant, before any SQL.
-   * @throws InvalidOptionError (500) an unknown option, or a `tx` that is not a Kysely transaction, before any SQL.
+   * @throws InvalidOptionError (500) an unknown option, or a `tx` that is not a transaction of the engine's data layer, before any SQL.
    * @throws InputValidationError (400) the payload is not JSON or fails the wait's schema, or the run's workflow waits for no such name.
    * @throws IdempotencyKeyMismatchError (422) a different payload was already delivered under this name.
    * @throws RunStateError (409) the run is completed and this signal is new, or the wait timed out before it
@@ -344,7 +340,8 @@ export interface Engine extends AdminApi, OperatorVerbs, OverviewApi {
 }
 
 /**
- * Create an engine on the application's Kysely database.
+ * Create an engine on the application's data layer: its Kysely instance as
+ * it is, or `fromDrizzle(db)`, `fromNodePostgres(pool)` (see `EngineOptions.db`).
  *
  * @example
  * ```ts
@@ -362,7 +359,7 @@ export function createEngine<DB>(options: EngineOptions<DB>): Engine {
   const schedules = new ScheduleRegistry();
   const entryPoints: Omit<Engine, "runOnce" | "startRelay" | "startWorker" | "migrate"> = {
     ...adminApi(db, tables),
-    ...overviewApi(db, tables),
+    ...overviewApi((body) => engineTransaction(ctx.layer, body), tables),
     ...operatorVerbs(db, tables, ctx.maxPayloadBytes),
     resumeStale: (opts) => resumeStale(ctx, opts),
     sweep: (opts) => sweep(ctx, opts),
@@ -381,12 +378,14 @@ export function createEngine<DB>(options: EngineOptions<DB>): Engine {
     runOnce: (wf, request) => runOnce(ctx, wf, request),
     startRelay: (opts) => startRelay(db, tables, () => faultHookOf(engine), ctx.telemetry, opts),
     startWorker: (opts) => startWorker(ctx, opts, scheduleFiring(ctx, schedules, opts)),
-    migrate: () => applyMigrations(db, tables),
+    migrate: () => applyMigrations((body) => engineTransaction(ctx.layer, body), tables),
   };
   attachInternals(engine, {
     resumeDue: (opts) => translateEntryErrors(resumeDueRuns(ctx, opts), tables.schema, "resumeDue"),
     clock: {
-      db: options.db,
+      handle: (options.db ?? engine) as object,
+      db,
+      inTransaction: (body) => engineTransaction(ctx.layer, body),
       schema: tables.schema,
       fireSchedules: (workflows, onError) =>
         fireDueSchedules(ctx, { registry: schedules, workflows: newestByName(workflows) }, onError),

@@ -5,7 +5,8 @@
  * newest migrations) names `engine.migrate()` instead of a raw `42P01
  * relation "idempo.runs" does not exist`.
  */
-import { DatabaseUnavailableError, IdempoError, WorkflowUsageError } from "../errors.js";
+import { DatabaseUnavailableError } from "../database-errors.js";
+import { IdempoError, WorkflowUsageError } from "../errors.js";
 import { inDoubt, isConnectionLoss } from "./execution/db-errors.js";
 
 /** A missing table (42P01), statement function (42883) or schema (3F000) of idempo's own schema. */

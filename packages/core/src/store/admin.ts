@@ -2,8 +2,9 @@
  * Operator statements behind the CLI: count records, list and retry outbox
  * messages, show pending migrations. None is on the hot path.
  */
-import { sql } from "kysely";
+
 import type { Executor, RunStatus, Tables } from "./run-store.js";
+import { sql } from "./sql.js";
 
 export interface StatsRow {
   workflow: string;

@@ -10,10 +10,11 @@
  * again). Between those, a branch with a result is recorded and is never
  * called again (`recordedBranches`). Every write is fenced on the owner token.
  */
-import { sql } from "kysely";
-import { newId } from "../ids.js";
-import type { Advance } from "./progress.js";
+
+import type { Advance, StartedEntry } from "./progress.js";
+import { commitAdvance, recordStarted } from "./progress.js";
 import type { Executor, Ownership, Tables } from "./run-store.js";
+import { sql } from "./sql.js";
 
 export interface BranchStart {
   /** The parallel item's name. */
@@ -39,23 +40,14 @@ export async function recordBranchStarted(
   t: Tables,
   own: Ownership,
   start: BranchStart,
-): Promise<{ entryId: string; priorStarts: number } | null> {
-  const entryId = newId();
+): Promise<StartedEntry | null> {
   // The statement is the function record_branch_started of migration 0019.
-  const rows = await t.calls.call<{ owned: number; prior_starts: number }>(db, "record_branch_started", [
-    own.tenantId,
-    own.key,
-    own.ownerToken,
-    own.runId,
-    entryId,
+  return recordStarted(db, t, "record_branch_started", own, [
     start.name,
     start.branch,
     start.attempt,
     start.derivedKey,
   ]);
-  const row = rows[0];
-  if (row?.owned !== 1) return null;
-  return { entryId, priorStarts: row.prior_starts };
 }
 
 /**
@@ -124,21 +116,6 @@ export async function recordedBranches(
  * @returns false when the attempt no longer owns the key.
  */
 export async function commitParallel(db: Executor, t: Tables, own: Ownership, adv: Advance): Promise<boolean> {
-  const response = adv.response;
   // The statement is the function commit_parallel of migration 0019.
-  const rows = await t.calls.call<{ ok: boolean }>(db, "commit_parallel", [
-    own.tenantId,
-    own.key,
-    own.ownerToken,
-    own.runId,
-    newId(),
-    adv.name,
-    adv.attempt,
-    adv.state,
-    adv.leaseMs,
-    response?.outcome ?? null,
-    response?.status ?? null,
-    response?.body ?? null,
-  ]);
-  return rows[0]?.ok === true;
+  return commitAdvance(db, t, "commit_parallel", own, adv, false);
 }

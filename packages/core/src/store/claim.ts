@@ -3,10 +3,11 @@
  * common paths are the cheapest: a new key is claimed in one round trip, and
  * a replay is answered by the same round trip without writing anything.
  */
-import type { RawBuilder } from "kysely";
-import { sql } from "kysely";
+
 import type { Executor, ExistingRun, RunStatus, Tables, TakenRun, TakenRunRow } from "./run-store.js";
 import { leaseInterval, readAdmission, takenRunOf } from "./run-store.js";
+import type { Sql } from "./sql.js";
+import { sql } from "./sql.js";
 import type { TombstoneColumns } from "./tombstones.js";
 import { pastTombstone, tombstoneOf } from "./tombstones.js";
 
@@ -144,9 +145,9 @@ export async function reclaimExpiredKey(db: Executor, t: Tables, run: NewRun): P
 export function rewriteExpiredRecord(
   t: Tables,
   run: Omit<NewRun, "ownerToken" | "leaseMs">,
-  start: RawBuilder<unknown>,
-  returning: RawBuilder<unknown>,
-): RawBuilder<unknown> {
+  start: Sql,
+  returning: Sql,
+): Sql {
   return sql`reset AS (
       UPDATE ${t.runs}
       SET run_id = ${run.runId}, workflow = ${run.workflow}, definition = ${JSON.stringify(run.outline)}::json,

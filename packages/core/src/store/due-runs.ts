@@ -3,9 +3,10 @@
  * tenants) and the one statement that takes one to execute it. The same
  * take serves a client retry that finds its key due.
  */
-import { sql } from "kysely";
+
 import type { Executor, Tables, TakenRun, TakenRunRow } from "./run-store.js";
 import { leaseInterval, takenRunOf } from "./run-store.js";
+import { sql } from "./sql.js";
 
 /** A due run a worker may take. */
 export interface DueRun {

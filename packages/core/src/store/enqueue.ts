@@ -4,12 +4,13 @@
  * at once, with attempt 0, and no owner: a worker's (or a retry's) take of a
  * due run starts it.
  */
-import { sql } from "kysely";
+
 import type { NewRun } from "./claim.js";
 import { rewriteExpiredRecord } from "./claim.js";
 import { DUE_CHANNEL } from "./notify-channels.js";
 import type { Executor, RunStatus, Tables, Tombstone } from "./run-store.js";
 import { readAdmission } from "./run-store.js";
+import { sql } from "./sql.js";
 import type { TombstoneColumns } from "./tombstones.js";
 import { tombstoneOf } from "./tombstones.js";
 

@@ -3,9 +3,10 @@
  * records into tombstones (tombstones.ts sweeps those in turn). Both skip
  * rows others hold, so they never stall the hot path.
  */
-import { sql } from "kysely";
+
 import type { Executor, Tables } from "./run-store.js";
 import { leaseInterval } from "./run-store.js";
+import { sql } from "./sql.js";
 
 export interface StaleRun {
   readonly tenantId: string;

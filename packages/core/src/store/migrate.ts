@@ -7,8 +7,9 @@
 import { existsSync, readdirSync, readFileSync } from "node:fs";
 import { basename, dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { sql } from "kysely";
+import type { InTransaction } from "./executor.js";
 import type { Executor, Tables } from "./run-store.js";
+import { sql } from "./sql.js";
 
 export interface Migration {
   readonly version: number;
@@ -84,16 +85,10 @@ function lockKey(schema: string) {
   return sql`hashtextextended(${`idempo.migrate:${schema}`}, 0)`;
 }
 
-/**
- * Apply pending migrations; returns the names applied (empty when up to date).
- * `db` must be the engine's Kysely instance (a transaction is opened here).
- */
-export async function applyMigrations(
-  db: Executor & { transaction: Executor["transaction"] },
-  t: Tables,
-): Promise<string[]> {
+/** Apply pending migrations, in one transaction `inTransaction` opens; returns the names applied (empty when up to date). */
+export async function applyMigrations(inTransaction: InTransaction, t: Tables): Promise<string[]> {
   const all = loadMigrations();
-  return db.transaction().execute(async (tx) => {
+  return inTransaction(async (tx) => {
     await sql`SELECT pg_advisory_xact_lock(${lockKey(t.schema)})`.execute(tx);
     await sql`CREATE SCHEMA IF NOT EXISTS ${sql.id(t.schema)}`.execute(tx);
     await sql`

@@ -2,8 +2,9 @@
  * Read and repair statements for operators (inspect, list, release). None of
  * them is on the hot path.
  */
-import { sql } from "kysely";
+
 import type { Executor, RunOutcome, RunStatus, Tables } from "./run-store.js";
+import { sql } from "./sql.js";
 import type { TombstoneColumns } from "./tombstones.js";
 import { pastTombstone, TOMBSTONE_UNTIL } from "./tombstones.js";
 

@@ -3,10 +3,11 @@
  * claim / deliver / retry / dead-letter transitions. A relay fences its
  * writes on the row's attempt count, the token it took with its claim.
  */
-import { sql } from "kysely";
+
 import { storableText } from "./progress.js";
 import type { Executor, Tables } from "./run-store.js";
 import { leaseInterval } from "./run-store.js";
+import { sql } from "./sql.js";
 
 /** The channel a phase commit notifies so relays wake at once. */
 export const OUTBOX_CHANNEL = "idempo_outbox";

@@ -15,9 +15,10 @@
  * statements read those tables whole (an operator's page, like `stats`);
  * the parked, stuck and outbox ones read their partial indexes.
  */
-import type { RawBuilder } from "kysely";
-import { sql } from "kysely";
+
 import type { Executor, RunOutcome, Tables } from "./run-store.js";
+import type { Sql } from "./sql.js";
+import { sql } from "./sql.js";
 
 /** The time buckets of one overview, on the database clock. */
 export interface BucketWindow {
@@ -36,21 +37,26 @@ export interface BucketCount {
 }
 
 /** The bucket `instant` falls in, counted from `w.from`. */
-function bucketOf(instant: RawBuilder<unknown>, w: BucketWindow): RawBuilder<number> {
+function bucketOf(instant: Sql<unknown>, w: BucketWindow): Sql<number> {
   return sql<number>`floor(extract(epoch FROM (${instant} - ${w.from}::timestamptz)) * 1000 / ${w.bucketMs}::float8)::int`;
 }
 
 /** `column` within the window. */
-function inWindow(column: RawBuilder<unknown>, w: BucketWindow): RawBuilder<boolean> {
+function inWindow(column: Sql<unknown>, w: BucketWindow): Sql<boolean> {
   return sql<boolean>`${column} >= ${w.from}::timestamptz AND ${column} < ${w.to}::timestamptz`;
+}
+
+/** Make `tx`, a transaction that ran nothing yet, a read-only snapshot: every read after it sees one moment. */
+export async function readOneSnapshot(tx: Executor): Promise<void> {
+  await sql`SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY`.execute(tx);
 }
 
 /** Records created per bucket (a claim or an enqueue; every record of the window still in the table). */
 export async function selectStartedPerBucket(db: Executor, t: Tables, w: BucketWindow): Promise<BucketCount[]> {
   const { rows } = await sql<BucketCount>`
-    SELECT ${bucketOf(sql.ref("created_at"), w)} AS i, count(*)::int AS n
+    SELECT ${bucketOf(sql.id("created_at"), w)} AS i, count(*)::int AS n
     FROM ${t.runs}
-    WHERE ${inWindow(sql.ref("created_at"), w)}
+    WHERE ${inWindow(sql.id("created_at"), w)}
     GROUP BY 1`.execute(db);
   return rows;
 }
@@ -67,12 +73,12 @@ export interface FinishedCount extends BucketCount {
  */
 export async function selectFinishedPerBucket(db: Executor, t: Tables, w: BucketWindow): Promise<FinishedCount[]> {
   const { rows } = await sql<FinishedCount>`
-    SELECT ${bucketOf(sql.ref("done.completed_at"), w)} AS i, done.outcome, count(*)::int AS n
+    SELECT ${bucketOf(sql.id("done", "completed_at"), w)} AS i, done.outcome, count(*)::int AS n
     FROM (
       SELECT completed_at, outcome FROM ${t.runs}
-      WHERE status = 'completed' AND ${inWindow(sql.ref("completed_at"), w)}
+      WHERE status = 'completed' AND ${inWindow(sql.id("completed_at"), w)}
       UNION ALL
-      SELECT completed_at, outcome FROM ${t.tombstones} WHERE ${inWindow(sql.ref("completed_at"), w)}
+      SELECT completed_at, outcome FROM ${t.tombstones} WHERE ${inWindow(sql.id("completed_at"), w)}
     ) AS done
     GROUP BY 1, 2`.execute(db);
   return rows;
@@ -85,7 +91,7 @@ export async function selectFinishedPerBucket(db: Executor, t: Tables, w: Bucket
  */
 export async function selectParkedSince(db: Executor, t: Tables, w: BucketWindow): Promise<BucketCount[]> {
   const { rows } = await sql<BucketCount>`
-    SELECT greatest(${bucketOf(sql.ref("parked_at"), w)}, -1) AS i, count(*)::int AS n
+    SELECT greatest(${bucketOf(sql.id("parked_at"), w)}, -1) AS i, count(*)::int AS n
     FROM ${t.runs}
     WHERE status = 'parked'
     GROUP BY 1`.execute(db);
@@ -99,7 +105,7 @@ export async function selectParkedSince(db: Executor, t: Tables, w: BucketWindow
  */
 export async function selectStuckSince(db: Executor, t: Tables, w: BucketWindow): Promise<BucketCount[]> {
   const { rows } = await sql<BucketCount>`
-    SELECT greatest(${bucketOf(sql.ref("locked_until"), w)}, -1) AS i, count(*)::int AS n
+    SELECT greatest(${bucketOf(sql.id("locked_until"), w)}, -1) AS i, count(*)::int AS n
     FROM ${t.runs}
     WHERE status = 'in_flight' AND locked_until <= now()
     GROUP BY 1`.execute(db);
@@ -122,12 +128,12 @@ export async function selectOutboxFlow(db: Executor, t: Tables, w: BucketWindow)
     SELECT 'before' AS flow, -1 AS i, count(*)::int AS n FROM ${t.outbox}
     WHERE created_at < ${w.from}::timestamptz AND (delivered_at IS NULL OR delivered_at >= ${w.from}::timestamptz)
     UNION ALL
-    SELECT 'in', ${bucketOf(sql.ref("created_at"), w)}, count(*)::int FROM ${t.outbox}
-    WHERE ${inWindow(sql.ref("created_at"), w)}
+    SELECT 'in', ${bucketOf(sql.id("created_at"), w)}, count(*)::int FROM ${t.outbox}
+    WHERE ${inWindow(sql.id("created_at"), w)}
     GROUP BY 2
     UNION ALL
-    SELECT 'out', ${bucketOf(sql.ref("delivered_at"), w)}, count(*)::int FROM ${t.outbox}
-    WHERE status = 'delivered' AND ${inWindow(sql.ref("delivered_at"), w)}
+    SELECT 'out', ${bucketOf(sql.id("delivered_at"), w)}, count(*)::int FROM ${t.outbox}
+    WHERE status = 'delivered' AND ${inWindow(sql.id("delivered_at"), w)}
     GROUP BY 2`.execute(db);
   return rows;
 }
@@ -163,7 +169,7 @@ export interface DurationRow {
   max_ms: number;
 }
 
-const PERCENTILES = (ms: RawBuilder<unknown>) => sql`count(*)::int AS count,
+const PERCENTILES = (ms: Sql<unknown>) => sql`count(*)::int AS count,
   percentile_cont(0.5) WITHIN GROUP (ORDER BY ${ms})::float8 AS p50_ms,
   percentile_cont(0.95) WITHIN GROUP (ORDER BY ${ms})::float8 AS p95_ms,
   max(${ms})::float8 AS max_ms`;
@@ -182,7 +188,7 @@ export async function selectWorkflowDurations(
   const { rows } = await sql<DurationRow & { workflow: string }>`
     SELECT workflow, ${PERCENTILES(ms)}
     FROM ${t.runs}
-    WHERE status = 'completed' AND outcome <> 'canceled' AND ${inWindow(sql.ref("completed_at"), w)}
+    WHERE status = 'completed' AND outcome <> 'canceled' AND ${inWindow(sql.id("completed_at"), w)}
     GROUP BY workflow
     ORDER BY workflow`.execute(db);
   return rows;
@@ -209,7 +215,7 @@ export async function selectItemDurations(db: Executor, t: Tables, w: BucketWind
            count(*) FILTER (WHERE h.outcome = 'failed')::int AS failed
     FROM ${t.history} AS h
     JOIN ${t.runs} AS r ON r.tenant_id = h.tenant_id AND r.key = h.key AND r.run_id = h.run_id
-    WHERE h.outcome IN ('succeeded', 'failed', 'reconciled') AND ${inWindow(sql.ref("h.finished_at"), w)}
+    WHERE h.outcome IN ('succeeded', 'failed', 'reconciled') AND ${inWindow(sql.id("h", "finished_at"), w)}
     GROUP BY r.workflow, h.kind, h.name
     ORDER BY r.workflow, percentile_cont(0.5) WITHIN GROUP (ORDER BY h.started_at - r.created_at), h.kind, h.name`.execute(
     db,

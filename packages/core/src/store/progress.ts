@@ -3,10 +3,11 @@
  * owner token: an attempt that lost its lease changes nothing, and learns so
  * from the affected-row count of that very statement.
  */
-import type { RawBuilder } from "kysely";
-import { sql } from "kysely";
+
 import { newId } from "../ids.js";
 import type { Executor, Ownership, StoredResponse, Tables } from "./run-store.js";
+import type { Sql } from "./sql.js";
+import { sql } from "./sql.js";
 
 /** Error text as a text column accepts it: PostgreSQL text cannot hold NUL. */
 export function storableText(text: string): string {
@@ -32,7 +33,7 @@ export function markCompleted(
   by: Completer,
   response: StoredResponse,
   last?: { readonly name: string; readonly state: string; readonly pastWait: boolean },
-): RawBuilder<unknown> {
+): Sql {
   const ownerToken = by === "operator" ? null : by.ownerToken;
   return sql`${t.markCompleted}(${tenantId}, ${key}, ${ownerToken}::text, ${by === "operator"},
     ${response.outcome}, ${response.status}::integer, ${response.body}::json,
@@ -70,18 +71,43 @@ export interface Advance {
  */
 export async function commitPhase(tx: Executor, t: Tables, own: Ownership, adv: Advance): Promise<boolean> {
   // The statement is the function commit_phase of migration 0014 (a cached plan on every driver).
-  const rows = await t.calls.call<{ ok: boolean }>(tx, "commit_phase", [
-    own.tenantId,
-    own.key,
-    own.ownerToken,
-    own.runId,
-    newId(),
-    adv.name,
-    adv.attempt,
-    adv.state,
-    adv.leaseMs,
-    ...completionArgs(adv.response),
-  ]);
+  // The last statement of the phase's transaction: alone in autocommit when the phase wrote nothing.
+  return commitAdvance(tx, t, "commit_phase", own, adv, true);
+}
+
+/**
+ * Call a statement function that moves the recovery point past an item and
+ * writes its history entry (a phase's `commit_phase`, a parallel item's
+ * `commit_parallel`): both take the attempt's fence, the entry's id, the
+ * advance and its completion, in that order. `last` as for `StatementCalls.call`.
+ *
+ * @returns false when the attempt no longer owns the key.
+ */
+export async function commitAdvance(
+  db: Executor,
+  t: Tables,
+  fn: "commit_phase" | "commit_parallel",
+  own: Ownership,
+  adv: Advance,
+  last: boolean,
+): Promise<boolean> {
+  const rows = await t.calls.call<{ ok: boolean }>(
+    db,
+    fn,
+    [
+      own.tenantId,
+      own.key,
+      own.ownerToken,
+      own.runId,
+      newId(),
+      adv.name,
+      adv.attempt,
+      adv.state,
+      adv.leaseMs,
+      ...completionArgs(adv.response),
+    ],
+    last,
+  );
   return rows[0]?.ok === true;
 }
 
@@ -103,18 +129,39 @@ export async function recordStepStarted(
   t: Tables,
   own: Ownership,
   step: StepStart,
-): Promise<{ entryId: string; priorStarts: number } | null> {
-  const entryId = newId();
+): Promise<StartedEntry | null> {
   // The statement is the function record_step_started of migration 0008.
-  const rows = await t.calls.call<{ owned: number; prior_starts: number }>(db, "record_step_started", [
+  return recordStarted(db, t, "record_step_started", own, [step.name, step.attempt, step.derivedKey]);
+}
+
+/** A new history entry's id, and how many entries of the same item came before it without a result. */
+export interface StartedEntry {
+  readonly entryId: string;
+  readonly priorStarts: number;
+}
+
+/**
+ * Call a `record_*_started` statement function (a step's, a branch's) for a
+ * new history entry: the function takes the attempt's fence and the entry's
+ * id first, then `item` (what the entry records of the item), in order.
+ *
+ * @returns null when the attempt no longer owns the key.
+ */
+export async function recordStarted(
+  db: Executor,
+  t: Tables,
+  fn: "record_step_started" | "record_branch_started",
+  own: Ownership,
+  item: readonly unknown[],
+): Promise<StartedEntry | null> {
+  const entryId = newId();
+  const rows = await t.calls.call<{ owned: number; prior_starts: number }>(db, fn, [
     own.tenantId,
     own.key,
     own.ownerToken,
     own.runId,
     entryId,
-    step.name,
-    step.attempt,
-    step.derivedKey,
+    ...item,
   ]);
   const row = rows[0];
   if (row?.owned !== 1) return null;

@@ -5,10 +5,11 @@
  * it without holding a connection; a token due later than the step can
  * wait suspends the run until then.
  */
-import { sql } from "kysely";
+
 import { DUE_CHANNEL } from "./notify-channels.js";
 import type { Executor, Ownership, Tables } from "./run-store.js";
 import { leaseInterval } from "./run-store.js";
+import { sql } from "./sql.js";
 
 /** A bucket: its refill rate and size. */
 export interface Bucket {

@@ -3,30 +3,28 @@
  * that changes a run lives behind it, one function per statement, so the
  * claim, takeover and fencing SQL can be read in a few files.
  */
-import type { Kysely, RawBuilder, Transaction } from "kysely";
-import { sql } from "kysely";
+import type { Sql } from "./sql.js";
+import { sql } from "./sql.js";
 import { StatementCalls } from "./statement-calls.js";
 
-/** Anything a statement can run on: the engine's database or a phase's transaction. */
-// biome-ignore lint/suspicious/noExplicitAny: the store is schema-agnostic; tables are addressed with sql.id
-export type Executor = Kysely<any> | Transaction<any>;
+export type { Executor } from "./executor.js";
 
 /** Names of the tables in the configured schema. */
 export interface Tables {
   readonly schema: string;
-  readonly runs: RawBuilder<unknown>;
-  readonly history: RawBuilder<unknown>;
-  readonly migrations: RawBuilder<unknown>;
-  readonly outbox: RawBuilder<unknown>;
-  readonly signals: RawBuilder<unknown>;
-  readonly tombstones: RawBuilder<unknown>;
-  readonly schedules: RawBuilder<unknown>;
+  readonly runs: Sql;
+  readonly history: Sql;
+  readonly migrations: Sql;
+  readonly outbox: Sql;
+  readonly signals: Sql;
+  readonly tombstones: Sql;
+  readonly schedules: Sql;
   /** The workflow versions workers registered for the SQL interface (migration 0017). */
-  readonly workflowVersions: RawBuilder<unknown>;
+  readonly workflowVersions: Sql;
   /** The function naming a key in `tombstones` (migration 0010): `${t.keyDigest}(key)`. */
-  readonly keyDigest: RawBuilder<unknown>;
+  readonly keyDigest: Sql;
   /** The function that completes a run (migration 0014); see `markCompleted` in progress.ts. */
-  readonly markCompleted: RawBuilder<unknown>;
+  readonly markCompleted: Sql;
   /** The calls of the statement functions in this schema. */
   readonly calls: StatementCalls;
 }
@@ -53,7 +51,7 @@ export function tablesIn(schema: string, prepare = true, refusedRetryMs = 0): Ta
 }
 
 /** A lease length in ms as an SQL interval; the arithmetic happens on the DB clock. */
-export function leaseInterval(ms: number): RawBuilder<unknown> {
+export function leaseInterval(ms: number): Sql {
   return sql`(${ms}::float8 * interval '1 millisecond')`;
 }
 

@@ -6,9 +6,9 @@
  * all. The cron arithmetic is the caller's; every comparison with the time
  * uses the database clock.
  */
-import { sql } from "kysely";
 import { storableText } from "./progress.js";
 import type { Executor, Tables } from "./run-store.js";
+import { sql } from "./sql.js";
 
 export type CatchUpMode = "none" | "latest" | "all";
 
@@ -74,8 +74,8 @@ export async function upsertSchedule(db: Executor, t: Tables, w: ScheduleWrite):
 
 /** Delete a schedule; true when it existed. A firing round holding its row finishes first (the row lock). */
 export async function deleteSchedule(db: Executor, t: Tables, name: string): Promise<boolean> {
-  const result = await sql`DELETE FROM ${t.schedules} WHERE name = ${name}`.execute(db);
-  return Number(result.numAffectedRows ?? 0) > 0;
+  const { rows } = await sql`DELETE FROM ${t.schedules} WHERE name = ${name} RETURNING 1`.execute(db);
+  return rows.length > 0;
 }
 
 /** Every schedule, by name. */

@@ -6,10 +6,11 @@
  * (stored unchecked) is discarded, by the run that reads it or by a
  * corrected delivery, with an entry in the run's history.
  */
-import { sql } from "kysely";
+
 import { newId } from "../ids.js";
 import { DUE_CHANNEL } from "./notify-channels.js";
 import type { Executor, RunStatus, Tables } from "./run-store.js";
+import { sql } from "./sql.js";
 import { pastTombstone } from "./tombstones.js";
 
 /**

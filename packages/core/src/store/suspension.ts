@@ -4,7 +4,7 @@
  * Both end the attempt's ownership (no owner, no lease), fenced on the owner
  * token like every write of a run.
  */
-import { sql } from "kysely";
+
 import { newId } from "../ids.js";
 import { DUE_CHANNEL } from "./notify-channels.js";
 import type { Advance } from "./progress.js";
@@ -12,6 +12,7 @@ import { markCompleted } from "./progress.js";
 import type { Executor, Ownership, Tables } from "./run-store.js";
 import { leaseInterval } from "./run-store.js";
 import { TIMED_OUT } from "./signals.js";
+import { sql } from "./sql.js";
 
 export interface SleepCommit {
   readonly name: string;

@@ -6,8 +6,9 @@
  * no index of `runs` can serve under a database's own collation). A record
  * swept past retention answers from its tombstone. Read-only.
  */
-import { sql } from "kysely";
+
 import type { Executor, RunOutcome, RunStatus, Tables } from "./run-store.js";
+import { sql } from "./sql.js";
 
 /** What is stored for one key: its record, or only its tombstone (`status: 'expired'`). */
 export interface TickRunRow {

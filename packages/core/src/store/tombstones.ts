@@ -6,8 +6,9 @@
  * gets to it), then as a row of `tombstones`. Each read below answers the
  * same for both, so what a caller gets never depends on the sweeper.
  */
-import { sql } from "kysely";
+
 import type { Executor, RunOutcome, Tables, Tombstone } from "./run-store.js";
+import { sql } from "./sql.js";
 
 /** A completed record (of `runs`) whose retention and tombstone time have both passed: the key counts as absent. */
 export const pastTombstone = sql`expires_at + tombstone_ms * interval '1 millisecond' <= clock_timestamp()`;

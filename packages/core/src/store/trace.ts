@@ -1,6 +1,7 @@
 /** The trace context of a run's current attempt, so the next attempt's trace can link to it. */
-import { sql } from "kysely";
+
 import type { Executor, Ownership, Tables } from "./run-store.js";
+import { sql } from "./sql.js";
 
 /**
  * Store the current attempt's traceparent and return the one it replaces

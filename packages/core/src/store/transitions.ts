@@ -7,11 +7,12 @@
  * lock and changes the record, or re-checks its guard against the winner's
  * version and changes nothing (the caller then reads why).
  */
-import { sql } from "kysely";
+
 import type { RecordRow } from "./operations.js";
 import { RECORD_COLUMNS } from "./operations.js";
 import { markCompleted } from "./progress.js";
 import type { Executor, Ownership, StoredResponse, Tables } from "./run-store.js";
+import { sql } from "./sql.js";
 
 /**
  * The owner parks its own run: it hit an error no retry can cure (a value

@@ -4,8 +4,9 @@
  * a workflow only by name and takes from here the outline, version,
  * retention and tombstone time a run of it is created with.
  */
-import { sql } from "kysely";
+
 import type { Executor, Tables } from "./run-store.js";
+import { sql } from "./sql.js";
 
 /** One registered version. */
 export interface WorkflowVersionRow {

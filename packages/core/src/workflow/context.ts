@@ -1,4 +1,4 @@
-import type { Transaction } from "kysely";
+import type { PhaseTx } from "../database/data-layer.js";
 
 /** What `respond` returns and what a run's caller receives: an HTTP-like status and a JSON body. */
 export interface ResponseSpec<B> {
@@ -68,12 +68,15 @@ export interface PhaseContext<DB, I, S> extends RunInfo<I, S>, RunControl {
   /** Side effects that cannot take an idempotency key (email, SMS); see {@link Outbox}. */
   readonly outbox: Outbox;
   /**
-   * A Kysely transaction on the engine's database. The phase's writes, the
-   * advance of the recovery point and the owner-token check commit in it
-   * together. Never use the engine's `db` directly inside a phase: on a
+   * The phase's transaction, as the engine's data layer makes it: a Kysely
+   * `Transaction<DB>` for a `workflow<DB>`, a Drizzle transaction or a
+   * node-postgres `PoolClient` for a `workflow<WithTx<...>>` (see
+   * `fromDrizzle`, `fromNodePostgres`). The phase's writes, the advance of
+   * the recovery point and the owner-token check commit in it together.
+   * Never use the engine's database directly inside a phase: on a
    * single-connection database (PGlite) that waits forever.
    */
-  readonly tx: Transaction<DB>;
+  readonly tx: PhaseTx<DB>;
 }
 
 /** The argument of a step function. Steps run outside any transaction. */

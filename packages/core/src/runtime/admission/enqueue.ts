@@ -3,7 +3,6 @@
  * create the run suspended and due at once, for a worker (or a `runOnce`
  * with the same key and payload) to take.
  */
-import type { Kysely, Transaction } from "kysely";
 import { WorkflowDefinitionError, WorkflowUsageError } from "../../errors.js";
 import { newId } from "../../ids.js";
 import { ENQUEUE_REQUEST } from "../../options/known-options.js";
@@ -15,6 +14,7 @@ import type { Executor } from "../../store/run-store.js";
 import type { Workflow } from "../../workflow/definition.js";
 import type { EngineContext } from "../engine-context.js";
 import { tombstoneMsOf } from "../engine-context.js";
+import { inSession } from "../engine-db.js";
 import { slotFor } from "../execution/concurrency-slot.js";
 import type { FoundKey, KeyLook } from "./admission.js";
 import { admit, checkRequest } from "./admission.js";
@@ -43,20 +43,33 @@ export interface EnqueueResult {
 }
 
 /** Create the run in the caller's transaction; see `Engine.enqueue`. */
-export async function enqueue<DB, In>(
+export async function enqueue<In>(
   ctx: EngineContext,
-  // A Transaction<DB> is a Kysely<DB>, but inferring DB through Kysely<DB> alone fails for a typed transaction.
-  tx: Transaction<DB> | Kysely<DB>,
+  tx: unknown,
   wf: Workflow<In, unknown>,
   request: EnqueueRequest<In>,
 ): Promise<EnqueueResult> {
   const def = wf?.definition;
   if (!def?.items) throw new WorkflowDefinitionError("enqueue needs a workflow built with workflow(...).respond(...)");
-  if (typeof (tx as { selectFrom?: unknown } | undefined)?.selectFrom !== "function") {
+  const session = ctx.layer.sessionOf(tx);
+  if (session === undefined) {
     throw new WorkflowUsageError(
-      "enqueue needs the caller's Kysely transaction (or Kysely instance) as its first argument",
+      "enqueue needs the caller's transaction of the engine's data layer as its first argument (a Kysely " +
+        "transaction or instance, a Drizzle transaction, a node-postgres client inside BEGIN)",
     );
   }
+  // The caller's transaction: a statement that fails in it is not sent again.
+  return enqueueOn(ctx, inSession(session), wf, request);
+}
+
+/** Create the run with the engine's statements on `on` (a transaction of the engine's own, or the caller's). */
+export async function enqueueOn<In>(
+  ctx: EngineContext,
+  on: Executor,
+  wf: Workflow<In, unknown>,
+  request: EnqueueRequest<In>,
+): Promise<EnqueueResult> {
+  const def = wf.definition;
   ctx.workflows.rememberCalled(def);
   const checked = await checkRequest(def, request, "enqueue", ENQUEUE_REQUEST, ctx.maxPayloadBytes);
   const priority = intOption("enqueue", "priority", request.priority, -MAX_PRIORITY, MAX_PRIORITY);
@@ -77,8 +90,6 @@ export async function enqueue<DB, In>(
     tombstoneMs: tombstoneMsOf(def),
     priority: priority ?? def.options.priority ?? null,
   };
-  // The caller's transaction, without its plugins (see `createContext`).
-  const on = (tx as unknown as Executor).withoutPlugins();
   return admit<FoundKey, EnqueueResult>(checked, def.name, {
     claim: async () => lookOf(await enqueueRun(on, ctx.tables, run)),
     reclaimExpired: () => reclaimExpiredForEnqueue(on, ctx.tables, run),

@@ -3,12 +3,8 @@
  * stored answer, resume a due suspended run, take over an expired lease, or
  * wait (within `waitInFlightMs`) for the attempt that holds the key.
  */
-import {
-  DatabaseUnavailableError,
-  IdempotencyKeyInProgressError,
-  RunParkedError,
-  WorkflowDefinitionError,
-} from "../../errors.js";
+import { DatabaseUnavailableError } from "../../database-errors.js";
+import { IdempotencyKeyInProgressError, RunParkedError, WorkflowDefinitionError } from "../../errors.js";
 import { newId } from "../../ids.js";
 import { RUN_ONCE_REQUEST } from "../../options/known-options.js";
 import { MAX_TIMER_MS } from "../../options/limits.js";

@@ -8,7 +8,7 @@
  * LISTENs again. Every wait on the database here is bounded, so `stop()`
  * returns whatever the connection does.
  */
-import { ListenConnectionLostError } from "../../errors.js";
+import { ListenConnectionLostError } from "../../database-errors.js";
 import { NoAnswer, within } from "./bounded-wait.js";
 import type { ListenApi, ListenClient, ListenPool, Notification, NotificationSource } from "./notifications.js";
 import { sourceKind } from "./notifications.js";

@@ -6,7 +6,8 @@
  * succeeded but before marking the row redelivers it, with the same
  * delivery key, once its claim expires.
  */
-import { InvalidOptionError, ListenConnectionLostError } from "../../errors.js";
+import { ListenConnectionLostError } from "../../database-errors.js";
+import { InvalidOptionError } from "../../errors.js";
 import type { JsonValue } from "../../json/json-value.js";
 import { RELAY_OPTIONS } from "../../options/known-options.js";
 import { MAX_TIMER_MS } from "../../options/limits.js";

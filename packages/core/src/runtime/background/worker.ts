@@ -3,7 +3,8 @@
  * signalled or timed-out waits) and a maintenance loop (resumeStale, sweep)
  * over the given workflows, stopped together.
  */
-import { InvalidOptionError, ListenConnectionLostError } from "../../errors.js";
+import { ListenConnectionLostError } from "../../database-errors.js";
+import { InvalidOptionError } from "../../errors.js";
 import { WORKER_OPTIONS } from "../../options/known-options.js";
 import { MAX_TIMER_MS } from "../../options/limits.js";
 import { intOption } from "../../options/option-checks.js";

@@ -14,7 +14,8 @@ export function isTransient(error: unknown): boolean {
 }
 
 /**
- * Connection failures are classified in the store, where statements are
- * sent and what they did is known (see `store/connection-failures.ts`).
+ * Connection failures are classified where statements are sent and what
+ * they did is known: the data layers and the store's calls (see
+ * `database/connection-failures.ts`).
  */
-export { inDoubt, isConnectionLoss, ranNothing } from "../../store/connection-failures.js";
+export { inDoubt, isConnectionLoss, ranNothing } from "../../database/connection-failures.js";

@@ -5,9 +5,9 @@
  * kind of item has its runner (`run-phase.ts`, `run-step.ts`,
  * `run-parallel.ts`, `run-suspension.ts`); this file holds the loop and its error paths.
  */
+import { DatabaseUnavailableError } from "../../database-errors.js";
 import {
   AttemptTimeoutError,
-  DatabaseUnavailableError,
   IdempoError,
   LeaseLostError,
   PayloadTooLargeError,

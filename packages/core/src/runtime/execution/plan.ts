@@ -7,6 +7,7 @@ import type { Bucket } from "../../store/rate-limits.js";
 import type { Executor, Ownership, Tables } from "../../store/run-store.js";
 import type { SpanScope, Telemetry } from "../../telemetry/telemetry.js";
 import type { Definition } from "../../workflow/definition.js";
+import type { EngineLayer } from "../engine-db.js";
 import type { FaultHook } from "./hooks.js";
 
 /** Everything an attempt needs to run from its recovery point. */
@@ -27,10 +28,10 @@ export interface Plan {
 }
 
 export interface ExecutorDeps {
-  /** The engine's own statements: the application's Kysely without its plugins. */
-  readonly db: Executor & { transaction: Executor["transaction"] };
-  /** The application's Kysely as given, plugins included: what a phase's `tx` is made from. */
-  readonly phaseDb: Executor & { transaction: Executor["transaction"] };
+  /** The engine's own statements outside any transaction, on the data layer. */
+  readonly db: Executor;
+  /** The application's data layer: the transactions of phases and waits. */
+  readonly layer: EngineLayer;
   readonly tables: Tables;
   /** Fixed heartbeat interval; `undefined` = a third of the run's lease. */
   readonly heartbeatMs: number | undefined;

@@ -1,12 +1,14 @@
 /** The runner of a `.phase` item. */
+import type { TransactionOptions } from "../../database/data-layer.js";
 import { PhaseConflictError } from "../../errors.js";
 import { commitPhase } from "../../store/progress.js";
+import type { PhaseContext } from "../../workflow/context.js";
+import { inSession } from "../engine-db.js";
 import { FailThrow } from "./control-flow.js";
 import { isTransient, ranNothing } from "./db-errors.js";
 import type { ItemRun, Outcome } from "./item-run.js";
 import { advanced, completeWithFailure, control, itemProgress, withResponse } from "./item-run.js";
 import { phaseOutbox } from "./phase-outbox.js";
-import { inPhaseTransaction } from "./phase-transaction.js";
 
 /** Transient conflicts are retried up to this many tries... */
 const PHASE_TRIES = 20;
@@ -14,6 +16,17 @@ const PHASE_TRIES = 20;
 const PHASE_RETRY_BUDGET_MS = 10_000;
 /** SPEC default of `lockTimeoutMs`. */
 const DEFAULT_LOCK_TIMEOUT_MS = 5_000;
+
+/** A phase's transaction options, one object per lock timeout (phases of one workflow share it). */
+const optionsByTimeout = new Map<number, TransactionOptions>();
+function phaseOptions(lockTimeoutMs: number): TransactionOptions {
+  let options = optionsByTimeout.get(lockTimeoutMs);
+  if (options === undefined) {
+    options = Object.freeze({ lockTimeoutMs, deferBegin: true });
+    optionsByTimeout.set(lockTimeoutMs, options);
+  }
+  return options;
+}
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
@@ -33,8 +46,9 @@ export async function runPhase(run: ItemRun<"phase">): Promise<Outcome> {
   for (let tries = 1; ; tries++) {
     try {
       // Every row-lock wait of this phase is bounded by lock_timeout (a stalled attempt may hold the rows it
-      // needs); the transaction begins, with that setting, on the phase's first statement.
-      const work = inPhaseTransaction(deps.phaseDb, lockTimeout, async ({ tx, committer }): Promise<Outcome> => {
+      // needs); the transaction may begin, with that setting, on the phase's first statement.
+      const work = deps.layer.transaction(async (tx, session): Promise<Outcome> => {
+        const engine = inSession(session);
         let result: unknown;
         try {
           const ctl = control();
@@ -47,15 +61,15 @@ export async function runPhase(run: ItemRun<"phase">): Promise<Outcome> {
             attempt: info.attempt,
             fail: ctl.fail,
             reject: ctl.reject,
-            tx,
-            outbox: phaseOutbox(deps, plan, item.name, tx),
+            tx: tx as PhaseContext<unknown, unknown, unknown>["tx"],
+            outbox: phaseOutbox(deps, plan, item.name, engine),
           });
           ctl.rethrowCaught();
         } catch (error) {
           if (!(error instanceof FailThrow)) throw error;
           // Writes the phase made before ctx.fail commit with the stored response.
           return completeWithFailure(run, {
-            db: tx,
+            db: engine,
             failure: error,
             item: { kind: "phase", name: item.name, entryId: null },
           });
@@ -63,10 +77,11 @@ export async function runPhase(run: ItemRun<"phase">): Promise<Outcome> {
         const { state, progress } = itemProgress(run, where, result);
         const advance = await withResponse(run, progress, state);
         if (advance.response) lease.finishing();
-        // A phase that never used tx commits its recovery point alone, in autocommit.
-        if (!(await commitPhase(committer(), deps.tables, plan.own, advance))) throw lease.lost();
+        // The commit is the transaction's last statement: a phase that never used tx may commit its recovery
+        // point alone, in autocommit (see `TransactionOptions.deferBegin`).
+        if (!(await commitPhase(engine, deps.tables, plan.own, advance))) throw lease.lost();
         return advanced(advance, state);
-      });
+      }, phaseOptions(lockTimeout));
       // A phase whose code hangs with its transaction open must not hold the attempt past its bound.
       return await lease.until(work);
     } catch (error) {

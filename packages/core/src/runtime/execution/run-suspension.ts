@@ -7,6 +7,7 @@ import type { Executor, StoredResponse } from "../../store/run-store.js";
 import { discardSignal } from "../../store/signals.js";
 import { advancePastWait, checkSignalOrSuspend, lockOwnRun, suspendForSleep } from "../../store/suspension.js";
 import type { RunInfo, TimeoutContext } from "../../workflow/context.js";
+import { engineTransaction } from "../engine-db.js";
 import { FailThrow } from "./control-flow.js";
 import type { ItemRun, Outcome } from "./item-run.js";
 import { advanced, completeWithFailure, control, itemProgress, resultOf, withResponse } from "./item-run.js";
@@ -81,7 +82,7 @@ export async function runWait(run: ItemRun<"wait">): Promise<Outcome> {
     if (!(await advancePastWait(tx, deps.tables, plan.own, adv))) throw lease.lost();
     return advanced(adv, state);
   };
-  const work = deps.db.transaction().execute(async (tx): Promise<Outcome | "timed_out"> => {
+  const work = engineTransaction(deps.layer, async (tx): Promise<Outcome | "timed_out"> => {
     if (!(await lockOwnRun(tx, deps.tables, plan.own))) throw lease.lost();
     if (hook) await hook(`locked:wait:${item.name}`);
     lease.finishing();

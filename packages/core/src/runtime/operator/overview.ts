@@ -7,8 +7,10 @@
 import { InvalidOptionError } from "../../errors.js";
 import { OVERVIEW_OPTIONS } from "../../options/known-options.js";
 import { checkOptions, describeValue } from "../../options/option-shape.js";
+import type { InTransaction } from "../../store/executor.js";
 import type { BucketCount, BucketWindow } from "../../store/overview.js";
 import {
+  readOneSnapshot,
   selectCurrentCounts,
   selectFinishedPerBucket,
   selectItemDurations,
@@ -18,7 +20,7 @@ import {
   selectStuckSince,
   selectWorkflowDurations,
 } from "../../store/overview.js";
-import type { Executor, RunOutcome, Tables } from "../../store/run-store.js";
+import type { RunOutcome, Tables } from "../../store/run-store.js";
 import { databaseNow } from "../../store/schedules.js";
 
 /** The span an overview covers, up to now: the last hour in 60 one-minute buckets, or the last day in 96 of 15 minutes. */
@@ -149,80 +151,77 @@ function checkWindow(options: OverviewOptions | undefined): OverviewWindow {
   return window;
 }
 
-export function overviewApi(db: Executor, tables: Tables): OverviewApi {
+export function overviewApi(inTransaction: InTransaction, tables: Tables): OverviewApi {
   return {
     async overview(options) {
       const window = checkWindow(options);
-      return db
-        .transaction()
-        .setIsolationLevel("repeatable read")
-        .setAccessMode("read only")
-        .execute(async (tx) => {
-          const now = await databaseNow(tx);
-          const w = windowAt(now, window);
-          const started = await selectStartedPerBucket(tx, tables, w);
-          const finished = await selectFinishedPerBucket(tx, tables, w);
-          const parked = await selectParkedSince(tx, tables, w);
-          const stuck = await selectStuckSince(tx, tables, w);
-          const outbox = await selectOutboxFlow(tx, tables, w);
-          const current = await selectCurrentCounts(tx, tables);
-          const workflows = await selectWorkflowDurations(tx, tables, w);
-          const items = await selectItemDurations(tx, tables, w);
-          const outcome = (o: RunOutcome) =>
-            perBucket(
-              finished.filter((r) => r.outcome === o),
-              w.count,
-            );
-          const written = perBucket(
-            outbox.filter((r) => r.flow === "in"),
+      return inTransaction(async (tx) => {
+        await readOneSnapshot(tx);
+        const now = await databaseNow(tx);
+        const w = windowAt(now, window);
+        const started = await selectStartedPerBucket(tx, tables, w);
+        const finished = await selectFinishedPerBucket(tx, tables, w);
+        const parked = await selectParkedSince(tx, tables, w);
+        const stuck = await selectStuckSince(tx, tables, w);
+        const outbox = await selectOutboxFlow(tx, tables, w);
+        const current = await selectCurrentCounts(tx, tables);
+        const workflows = await selectWorkflowDurations(tx, tables, w);
+        const items = await selectItemDurations(tx, tables, w);
+        const outcome = (o: RunOutcome) =>
+          perBucket(
+            finished.filter((r) => r.outcome === o),
             w.count,
           );
-          const delivered = perBucket(
-            outbox.filter((r) => r.flow === "out"),
-            w.count,
-          );
-          const stats = (r: { count: number; p50_ms: number; p95_ms: number; max_ms: number }) => ({
-            count: r.count,
-            p50Ms: r.p50_ms,
-            p95Ms: r.p95_ms,
-            maxMs: r.max_ms,
-          });
-          return Object.freeze({
-            window,
-            now,
-            buckets: Array.from({ length: w.count }, (_, i) => new Date(w.from.getTime() + i * w.bucketMs)),
-            bucketMs: w.bucketMs,
-            started: perBucket(started, w.count),
-            finished: {
-              succeeded: outcome("succeeded"),
-              failed: outcome("failed"),
-              errored: outcome("errored"),
-              canceled: outcome("canceled"),
-            },
-            parked: cumulative(before(parked), perBucket(parked, w.count)),
-            stuck: cumulative(before(stuck), perBucket(stuck, w.count)),
-            outboxBacklog: cumulative(
-              before(outbox.filter((r) => r.flow === "before")),
-              written.map((n, i) => n - (delivered[i] ?? 0)),
-            ),
-            current: {
-              inFlight: current.in_flight,
-              stuck: current.stuck,
-              parked: current.parked,
-              suspended: current.suspended,
-              outboxPending: current.outbox_pending,
-              outboxDead: current.outbox_dead,
-            },
-            workflowDurations: workflows.map((r) => ({ workflow: r.workflow, ...stats(r) })),
-            itemDurations: items.map((r) => ({
-              workflow: r.workflow,
-              kind: r.kind,
-              name: r.name,
-              failed: r.failed,
-              ...stats(r),
-            })),
-          });
+        const written = perBucket(
+          outbox.filter((r) => r.flow === "in"),
+          w.count,
+        );
+        const delivered = perBucket(
+          outbox.filter((r) => r.flow === "out"),
+          w.count,
+        );
+        const stats = (r: { count: number; p50_ms: number; p95_ms: number; max_ms: number }) => ({
+          count: r.count,
+          p50Ms: r.p50_ms,
+          p95Ms: r.p95_ms,
+          maxMs: r.max_ms,
         });
+        return Object.freeze({
+          window,
+          now,
+          buckets: Array.from({ length: w.count }, (_, i) => new Date(w.from.getTime() + i * w.bucketMs)),
+          bucketMs: w.bucketMs,
+          started: perBucket(started, w.count),
+          finished: {
+            succeeded: outcome("succeeded"),
+            failed: outcome("failed"),
+            errored: outcome("errored"),
+            canceled: outcome("canceled"),
+          },
+          parked: cumulative(before(parked), perBucket(parked, w.count)),
+          stuck: cumulative(before(stuck), perBucket(stuck, w.count)),
+          outboxBacklog: cumulative(
+            before(outbox.filter((r) => r.flow === "before")),
+            written.map((n, i) => n - (delivered[i] ?? 0)),
+          ),
+          current: {
+            inFlight: current.in_flight,
+            stuck: current.stuck,
+            parked: current.parked,
+            suspended: current.suspended,
+            outboxPending: current.outbox_pending,
+            outboxDead: current.outbox_dead,
+          },
+          workflowDurations: workflows.map((r) => ({ workflow: r.workflow, ...stats(r) })),
+          itemDurations: items.map((r) => ({
+            workflow: r.workflow,
+            kind: r.kind,
+            name: r.name,
+            failed: r.failed,
+            ...stats(r),
+          })),
+        });
+      });
     },
   };
 }

@@ -10,10 +10,11 @@ import type { Executor } from "../../store/run-store.js";
 import type { FiringFilter, ScheduleRow } from "../../store/schedules.js";
 import { lockDueSchedule, recordFiring, selectDueSchedules } from "../../store/schedules.js";
 import type { Workflow } from "../../workflow/definition.js";
-import { enqueue } from "../admission/enqueue.js";
+import { enqueueOn } from "../admission/enqueue.js";
 import { NoAnswer, within } from "../background/bounded-wait.js";
 import type { EngineContext } from "../engine-context.js";
 import { leaseFor } from "../engine-context.js";
+import { engineTransaction } from "../engine-db.js";
 import type { ScheduleTick } from "./schedule-options.js";
 import { tickKey } from "./schedule-options.js";
 import type { ScheduleRegistry } from "./schedule-registry.js";
@@ -80,7 +81,7 @@ async function fireSchedule(
   name: string,
   onError: (error: unknown) => void,
 ): Promise<number> {
-  return ctx.db.transaction().execute(async (tx) => {
+  return engineTransaction(ctx.layer, async (tx) => {
     const row = await lockDueSchedule(tx, ctx.tables, name);
     const how = row ? resolve(scope, row) : null;
     if (!row || !how || row.next_tick_at === null) return 0;
@@ -159,7 +160,7 @@ async function startRun(
   input: unknown,
 ): Promise<void> {
   try {
-    await enqueue(ctx, tx, workflow, { tenantId: row.tenant_id, key: tick.key, input });
+    await enqueueOn(ctx, tx, workflow, { tenantId: row.tenant_id, key: tick.key, input });
   } catch (error) {
     if (!(error instanceof IdempotencyKeyExpiredError)) throw error;
   }

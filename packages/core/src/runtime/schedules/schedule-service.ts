@@ -14,6 +14,7 @@ import {
 } from "../../store/schedules.js";
 import { checkRequest } from "../admission/admission.js";
 import type { EngineContext } from "../engine-context.js";
+import { engineTransaction } from "../engine-db.js";
 import type { ScheduleOptions, ScheduleTick } from "./schedule-options.js";
 import { checkName, checkSchedule, tickKey } from "./schedule-options.js";
 import type { ScheduleRecord } from "./schedule-record.js";
@@ -73,14 +74,14 @@ export function scheduleVerbs(ctx: EngineContext, registry: ScheduleRegistry): S
     },
     async pauseSchedule(name) {
       checkName("pauseSchedule", name);
-      return db.transaction().execute(async (tx) => {
+      return engineTransaction(ctx.layer, async (tx) => {
         const row = await lockSchedule(tx, tables, name);
         return row ? recordOf(await setPaused(tx, tables, name, true, undefined)) : null;
       });
     },
     async resumeSchedule(name) {
       checkName("resumeSchedule", name);
-      return db.transaction().execute(async (tx) => {
+      return engineTransaction(ctx.layer, async (tx) => {
         const row = await lockSchedule(tx, tables, name);
         if (!row) return null;
         if (!row.paused) return recordOf(row);

@@ -1,17 +1,17 @@
 /** `engine.signal`: check a durable signal, keep it for its run and wake the run when it waits for it. */
-import type { Transaction } from "kysely";
-import { InputValidationError, RunNotFoundError } from "../../errors.js";
+import { InputValidationError, InvalidOptionError, RunNotFoundError } from "../../errors.js";
 import { canonicalJson, fingerprintOf } from "../../json/fingerprint.js";
 import { toJsonValue } from "../../json/json-value.js";
 import { checkPayloadSize } from "../../json/payload-size.js";
 import { assertValidKey, assertValidRunKey } from "../../keys/key-validation.js";
 import { SIGNAL_OPTIONS } from "../../options/known-options.js";
-import { checkOptions } from "../../options/option-shape.js";
+import { checkOptions, describeValue } from "../../options/option-shape.js";
 import type { Executor } from "../../store/run-store.js";
 import type { SignalDelivery } from "../../store/signals.js";
 import { deliverSignal, discardSignal, lockRunForSignal, TIMED_OUT } from "../../store/signals.js";
 import { selectTombstone } from "../../store/tombstones.js";
 import type { EngineContext } from "../engine-context.js";
+import { engineTransaction, inSession } from "../engine-db.js";
 import type { SignalResult } from "./signal-acceptance.js";
 import {
   acceptance,
@@ -22,16 +22,21 @@ import {
   unusableStoredSignal,
 } from "./signal-acceptance.js";
 
+/** The type of `SignalOptions.tx`: any object (the data layer checks it); `DB` names the Kysely database type for the reader. */
+type TxOption<DB> = DB extends unknown ? object : object;
+
 /** Options of `engine.signal`. */
 export interface SignalOptions<DB = unknown> {
   /**
-   * The caller's Kysely transaction: the signal is written in it and exists
-   * exactly when it commits (a rollback leaves no signal and no wake-up;
-   * workers are notified on its commit). The run's row stays locked until
-   * it ends. Without it, `signal` runs its own transaction on the engine's
-   * database (Default: none).
+   * The caller's transaction, of the engine's data layer (a Kysely
+   * transaction, a Drizzle transaction, a node-postgres client inside
+   * `BEGIN`): the signal is written in it and exists exactly when it
+   * commits (a rollback leaves no signal and no wake-up; workers are
+   * notified on its commit). The run's row stays locked until it ends.
+   * Without it, `signal` runs its own transaction on the engine's database
+   * (Default: none). `DB` is the Kysely database type, for the reader.
    */
-  readonly tx?: Transaction<DB>;
+  readonly tx?: TxOption<DB>;
 }
 
 /**
@@ -40,10 +45,18 @@ export interface SignalOptions<DB = unknown> {
  *
  * @throws InvalidOptionError for an unknown option or a `tx` that is not a transaction.
  */
-function callerTransaction(options: SignalOptions<unknown> | undefined): Executor | undefined {
+function callerTransaction(ctx: EngineContext, options: SignalOptions<unknown> | undefined): Executor | undefined {
   checkOptions("signal", SIGNAL_OPTIONS, options);
   const tx = options?.tx;
-  return tx === undefined ? undefined : (tx as unknown as Executor).withoutPlugins();
+  if (tx === undefined) return undefined;
+  const session = ctx.layer.sessionOf(tx);
+  if (session === undefined) {
+    throw new InvalidOptionError(
+      "tx",
+      `signal: tx must be a transaction of the engine's data layer, got ${describeValue(tx)}`,
+    );
+  }
+  return inSession(session);
 }
 
 /** Deliver a durable signal to a run's `.waitFor(name)`; see `Engine.signal`. */
@@ -61,7 +74,7 @@ export async function signalRun(
   if (!converted.ok) {
     throw new InputValidationError(converted.issues.map((i) => ({ ...i, path: `payload${i.path.slice(1)}` })));
   }
-  const caller = callerTransaction(options);
+  const caller = callerTransaction(ctx, options);
   const json = converted.value;
   const canonical = canonicalJson(json);
   checkPayloadSize(`the payload of signal '${name}'`, canonical, ctx.maxPayloadBytes);
@@ -97,5 +110,5 @@ export async function signalRun(
     }
     return acceptance({ ...run, tenantId, key }, name, fingerprint, done, wait);
   };
-  return caller ? deliver(caller) : ctx.db.transaction().execute(deliver);
+  return caller ? deliver(caller) : engineTransaction(ctx.layer, deliver);
 }

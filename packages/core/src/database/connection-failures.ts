@@ -13,11 +13,10 @@
  * - anything else (the connection broke inside an open transaction, which
  *   therefore rolled back, or an error of the statement itself).
  *
- * The first two are remembered per error object, where the statement was
- * sent, and read where the error is reported.
+ * The first two are remembered per error object by the data layer that
+ * sent the statement (and refined by the store, which knows which call it
+ * was), and read where the error is reported. Nothing here knows a driver.
  */
-import type { DatabaseConnection, QueryExecutor } from "kysely";
-
 function sqlstate(error: unknown): string {
   return typeof error === "object" && error !== null ? String((error as { code?: unknown }).code ?? "") : "";
 }
@@ -36,35 +35,39 @@ export function isConnectionLoss(error: unknown): boolean {
   if (code === "25006") return true;
   if (["ECONNRESET", "ECONNREFUSED", "EPIPE", "ETIMEDOUT"].includes(code)) return true;
   const message = error instanceof Error ? error.message : "";
-  // The last: pg-pool's connectionTimeoutMillis ran out (no server answered, or every client is checked out).
-  return /Connection terminated|connection is closed|Client has encountered a connection error|timeout exceeded when trying to connect/i.test(
+  // "was closed": node-postgres' client after its connection ended. The last: pg-pool's connectionTimeoutMillis ran out (no server answered, or every client is checked out).
+  return /Connection terminated|connection is closed|Client has encountered a connection error|Client was closed and is not queryable|timeout exceeded when trying to connect/i.test(
     message,
   );
 }
 
 /** Errors thrown before a connection was had: nothing was sent. */
 const unsent = new WeakSet<object>();
+/** Errors of the last statement of a transaction that began nothing, sent alone in autocommit. */
+const alone = new WeakSet<object>();
 /** Errors of a statement sent alone (autocommit) whose answer never came, with what it was. */
 const sentAlone = new WeakMap<object, string>();
 
 /**
- * Run `work` on a connection of `executor`, remembering an error thrown
- * while the connection was being had (before `work` started) as unsent.
+ * Remember that `error` came while a connection was being had, before
+ * anything was sent on it (a data layer's connect, a pool's checkout).
  */
-export async function onConnection<T>(
-  executor: QueryExecutor,
-  work: (connection: DatabaseConnection) => Promise<T>,
-): Promise<T> {
-  let connected = false;
-  try {
-    return await executor.provideConnection((connection) => {
-      connected = true;
-      return work(connection);
-    });
-  } catch (error) {
-    if (!connected && typeof error === "object" && error !== null) unsent.add(error);
-    throw error;
-  }
+export function markUnsent(error: unknown): void {
+  if (typeof error === "object" && error !== null) unsent.add(error);
+}
+
+/**
+ * Remember that `error` ended the last statement of a transaction opened
+ * with `deferBegin` that the data layer ran alone, in autocommit, because
+ * nothing had begun (see `SqlSession.query`'s `last`).
+ */
+export function markAlone(error: unknown): void {
+  if (typeof error === "object" && error !== null) alone.add(error);
+}
+
+/** True when `error` ended a statement its data layer ran alone (see {@link markAlone}). */
+export function ranAlone(error: unknown): boolean {
+  return typeof error === "object" && error !== null && alone.has(error);
 }
 
 /** Remember that `error` ended `what` (a statement sent alone, or a COMMIT) after it was sent. */

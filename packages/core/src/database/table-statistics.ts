@@ -9,43 +9,34 @@
  * after 100, 1 000, 10 000, ... calls of its statement functions, outside
  * any transaction: a few times over a table's growth, each a small sample.
  */
-import type { Kysely } from "kysely";
-import { CompiledQuery } from "kysely";
-
-/** What an ANALYZE needs of a database. */
-// biome-ignore lint/suspicious/noExplicitAny: the store is schema-agnostic
-type Database = Pick<Kysely<any>, "getExecutor" | "isTransaction">;
+import type { DataLayer } from "./data-layer.js";
 
 const FIRST_ANALYZE_AT = 100;
 const NEXT_ANALYZE_FACTOR = 10;
 
-/** Counts calls and analyzes idempo's tables at growing intervals (PGlite only). */
+/** Counts calls and analyzes idempo's tables at growing intervals (on a single-backend database only). */
 export class TableStatistics {
   #calls = 0;
   #next = FIRST_ANALYZE_AT;
   #stopped = false;
 
-  constructor(private readonly schema: string) {}
+  constructor(
+    private readonly layer: DataLayer<unknown>,
+    private readonly schema: string,
+  ) {}
 
-  /** Note one call on `db`; at the next threshold, analyze when `db` is not inside a transaction. */
-  async noteCall(db: Database): Promise<void> {
+  /** Note one call; at the next threshold, analyze, when the call ran outside a transaction. */
+  async noteCall(inTransaction: boolean): Promise<void> {
     this.#calls++;
-    if (this.#stopped || this.#calls < this.#next || db.isTransaction) return;
+    if (this.#stopped || this.#calls < this.#next || inTransaction) return;
     this.#next = this.#calls * NEXT_ANALYZE_FACTOR;
     const tables = ["runs", "run_history", "outbox", "signals"].map((t) => `"${this.schema}"."${t}"`).join(", ");
     try {
       // A small sample (statistics target 10, not 100): what the plans of key lookups need is the tables' size,
       // and it takes about 7 ms on 66 000 rows instead of 45. SET LOCAL keeps the session's own setting.
-      await db.getExecutor().provideConnection(async (connection) => {
-        await connection.executeQuery(CompiledQuery.raw("BEGIN"));
-        try {
-          await connection.executeQuery(CompiledQuery.raw("SET LOCAL default_statistics_target = 10"));
-          await connection.executeQuery(CompiledQuery.raw(`ANALYZE ${tables}`));
-          await connection.executeQuery(CompiledQuery.raw("COMMIT"));
-        } catch (error) {
-          await connection.executeQuery(CompiledQuery.raw("ROLLBACK"));
-          throw error;
-        }
+      await this.layer.transaction(async (_tx, session) => {
+        await session.query("SET LOCAL default_statistics_target = 10", []);
+        await session.query(`ANALYZE ${tables}`, []);
       });
     } catch {
       // Statistics only make plans better; a database that refuses (privileges) keeps working without them.

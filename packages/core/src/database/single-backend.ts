@@ -5,13 +5,12 @@
  * asks for it, and no autovacuum runs: nothing keeps the tables' statistics
  * (and so the plans made from them) up to date but the engine itself.
  */
-import type { DatabaseConnection } from "kysely";
-import { CompiledQuery } from "kysely";
 
-/** Ask `connection` once whether it is PGlite (one query). */
-export async function isSingleBackend(connection: DatabaseConnection): Promise<boolean> {
-  const { rows } = await connection.executeQuery<{ pglite: boolean }>(
-    CompiledQuery.raw("SELECT strpos(version(), '(PGlite ') > 0 AS pglite"),
-  );
+/** The one query it takes. */
+const SINGLE_BACKEND_QUERY = "SELECT strpos(version(), '(PGlite ') > 0 AS pglite";
+
+/** Ask once, with `query` running {@link SINGLE_BACKEND_QUERY} on a connection, whether it is PGlite. */
+export async function isSingleBackend(query: (text: string) => Promise<readonly unknown[]>): Promise<boolean> {
+  const rows = (await query(SINGLE_BACKEND_QUERY)) as readonly { pglite?: unknown }[];
   return rows[0]?.pglite === true;
 }

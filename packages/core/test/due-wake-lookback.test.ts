@@ -11,6 +11,7 @@ import { createEngine, workflow } from "../src/index.ts";
 import { msUntilNextWake } from "../src/store/due-runs.ts";
 import { tablesIn } from "../src/store/run-store.ts";
 import { useTestDatabase } from "./support/db.ts";
+import { executorOf } from "./support/executor.ts";
 
 const t = useTestDatabase();
 const tables = tablesIn("idempo");
@@ -40,11 +41,11 @@ describe("the next wake-up time after a due scan", () => {
     await wakeAtPassed("lb");
 
     // No look-back: the run is past its wake-up time, so it is not "next".
-    expect(await msUntilNextWake(t.db, tables, ["lookback"], 0)).toBeNull();
+    expect(await msUntilNextWake(executorOf(t.db), tables, ["lookback"], 0)).toBeNull();
     // The scan ran a minute ago: the run fell due since, so look again now.
-    expect(await msUntilNextWake(t.db, tables, ["lookback"], 60_000)).toBe(1);
+    expect(await msUntilNextWake(executorOf(t.db), tables, ["lookback"], 60_000)).toBe(1);
     // Another workflow's run is never counted.
-    expect(await msUntilNextWake(t.db, tables, ["other"], 60_000)).toBeNull();
+    expect(await msUntilNextWake(executorOf(t.db), tables, ["other"], 60_000)).toBeNull();
   });
 
   it("gives the time left for a run not yet due", async () => {
@@ -53,7 +54,7 @@ describe("the next wake-up time after a due scan", () => {
       .respond(() => ({ status: 200, body: null }));
     const engine = createEngine({ db: t.db });
     expect((await engine.runOnce(wf, { tenantId: "t", key: "la", input: {} })).status).toBe(202);
-    const ms = await msUntilNextWake(t.db, tables, ["later"], 5);
+    const ms = await msUntilNextWake(executorOf(t.db), tables, ["later"], 5);
     expect(ms).toBeGreaterThan(3_000_000);
     expect(ms).toBeLessThanOrEqual(3_600_000);
   });

@@ -638,6 +638,326 @@ proctype redefine() {
   }
 #endif
 
+#ifdef CHILD
+/* ---- a parent starting child runs (.child / .map; runtime/execution/run-child*, store/children.ts)
+ *
+ * One parent run whose item starts NC children. The transaction that
+ * records the item's start creates the children, each under a key derived
+ * from the parent's (tenant, key, item, index), and suspends the parent
+ * waiting for them; the completion of the last child (a trigger, in the
+ * child's completing transaction, under the parent's row lock) makes the
+ * parent due; a worker takes it and reads the children's results (the
+ * fan-in, by the same derived keys). Two workers: the first holds the
+ * parent at the start, the second takes it over once a lease ends; either
+ * may crash before any statement (and is restarted). Children are run by
+ * a child worker (each child's own run is the key's protocol above, so its
+ * completion is one step here); the sweeper deletes completed children
+ * past retention, but never one whose parent has not completed. Every take of the
+ * parent (takeover, due take) starts a new attempt. */
+#ifndef NC
+#define NC 2
+#endif
+#define P_RUN 1   /* in flight, owned */
+#define P_WAIT 2  /* suspended, waiting for its children (wait_kind 'children') */
+#define P_DUE 3   /* suspended and due: the last child completed */
+#define P_DONE 4
+#define C_QUEUED 1
+#define C_DONE 2
+#define NKEYS (NC * 3)
+
+byte pSt = P_RUN, pOwner = 1, pLease = L_LIVE, pAtt = 1, pRp; /* pRp 0: item not started, 1: started */
+byte childSt[NKEYS];  /* idempo.runs rows of the children, by key */
+byte childExp[NKEYS]; /* their expires_at */
+byte leaseEnds = CRASHES; /* lease ends of a parent whose worker is still alive (finite, for liveness) */
+bit alive[3];         /* ghost: the attempt owning the parent is still running */
+/* ghosts */
+byte rowsOf[NC];      /* rows ever created for child index i, under any key */
+bit child_once = 1, child_kept = 1, children_found = 1, parent_after_children = 1, child_not_swept = 1;
+
+/* The key of child i as attempt a computes it. */
+#ifdef V_CHILD_KEY_PER_ATTEMPT
+#define CKEY(i, a) ((i) + NC * ((a) - 1))
+#else
+#define CKEY(i, a) (i) /* deriveChildKey(tenant, parent key, item, index): no attempt */
+#endif
+
+#define PFENCE(w) (pOwner == (w) && pSt == P_RUN)
+
+/* INSERT ... ON CONFLICT DO NOTHING of every child under its key, in the
+ * start's transaction. */
+inline createChildren(a, k) {
+  k = 0;
+  do
+  :: k < NC ->
+     if
+     :: childSt[CKEY(k, a)] == 0 ->
+        childSt[CKEY(k, a)] = C_QUEUED; rowsOf[k]++;
+        REQUIRE(child_once, rowsOf[k] == 1)
+     :: else -> skip /* the same child: a no-op */
+     fi;
+     k++
+  :: else -> break
+  od;
+  k = 0
+}
+
+/* Suspend the parent waiting for its children: no owner, no lease. */
+#define P_SUSPEND pSt = P_WAIT; pOwner = 0; pLease = L_NULL
+
+/* No child row is left uncompleted (the trigger's count of the siblings). */
+#define ALL_CHILDREN_DONE \
+  (childSt[0] != C_QUEUED && childSt[1] != C_QUEUED && childSt[2] != C_QUEUED && \
+   childSt[3] != C_QUEUED && childSt[4] != C_QUEUED && childSt[5] != C_QUEUED)
+
+proctype parentWorker(byte w) {
+  byte myAtt, k;
+  bit ok;
+  if :: w == 1 -> myAtt = 1; goto resume :: else -> skip fi;
+take:
+  /* takeOverExpiredLease, or the take of a due run */
+  atomic {
+    if
+    :: pSt == P_RUN && pLease == L_EXPIRED -> skip
+    :: pSt == P_DUE -> skip
+    :: pSt == P_DONE -> goto stopped
+    fi;
+    pSt = P_RUN; pOwner = w; pLease = L_LIVE; alive[w] = 1;
+    if :: pAtt < 3 -> pAtt++ :: else -> skip fi;
+    myAtt = pAtt
+  };
+resume:
+  skip;
+  if
+  :: pRp == 0 -> /* the item's start */
+     MAYBE_CRASH;
+#ifdef V_CHILD_APART
+     d_step { /* the start recorded on its own ... */
+       if :: PFENCE(w) -> pRp = 1; pLease = L_LIVE; ok = 1 :: else -> ok = 0 fi
+     };
+     if :: !ok -> goto lost :: else -> skip fi;
+     MAYBE_CRASH;
+     d_step { /* ... and the children created in the next transaction */
+       if :: PFENCE(w) -> createChildren(myAtt, k); P_SUSPEND; ok = 1 :: else -> ok = 0 fi
+     };
+#else
+     d_step { /* one transaction: the start, the children, the parent's suspension */
+       if :: PFENCE(w) -> pRp = 1; createChildren(myAtt, k); P_SUSPEND; ok = 1 :: else -> ok = 0 fi
+     };
+#endif
+     if :: !ok -> goto lost :: else -> alive[w] = 0; ok = 0 fi
+  :: pRp == 1 -> /* resumed after the start: the fan-in */
+     MAYBE_CRASH;
+     d_step {
+       if
+       :: PFENCE(w) ->
+          REQUIRE(child_kept, rowsOf[0] > 0 && rowsOf[1] > 0);
+          REQUIRE(children_found, childSt[CKEY(0, myAtt)] != 0 && childSt[CKEY(1, myAtt)] != 0);
+          REQUIRE(parent_after_children, childSt[CKEY(0, myAtt)] == C_DONE && childSt[CKEY(1, myAtt)] == C_DONE);
+          pSt = P_DONE; pOwner = 0; pLease = L_NULL; ok = 1
+       :: else -> ok = 0
+       fi
+     };
+     if :: !ok -> goto lost :: else -> ok = 0 fi
+  fi;
+  alive[w] = 0;
+  goto take;
+lost: /* LeaseLostError: another attempt owns the parent */
+crashed: /* the worker restarts */
+  skip;
+  d_step { alive[w] = 0; ok = 0; k = 0; myAtt = 0 };
+  goto take;
+stopped:
+  skip
+}
+
+/* A child's completion, and the trigger in its transaction: the parent
+ * waiting for its children becomes due when none is left uncompleted. */
+#define CHILD_COMPLETES(k) \
+  :: d_step { childSt[k] == C_QUEUED -> childSt[k] = C_DONE; childExp[k] = E_LATER; \
+              if :: pSt == P_WAIT && ALL_CHILDREN_DONE -> pSt = P_DUE :: else -> skip fi }
+
+#ifdef V_SWEEP_WAITING_CHILD
+#define SWEEP_GUARD true
+#else
+#define SWEEP_GUARD (pSt == P_DONE) /* sweepBatch keeps a child whose parent has not completed */
+#endif
+/* sweepBatch on a child: completed, past retention, its parent completed
+ * (until then the parent waits for it, or is about to read it). */
+#define CHILD_SWEPT(k) \
+  :: d_step { childSt[k] == C_DONE && childExp[k] == E_PASSED && SWEEP_GUARD -> \
+              REQUIRE(child_not_swept, pSt == P_DONE); \
+              childSt[k] = 0; childExp[k] = E_NULL }
+#define CHILD_RETAINED(k) :: d_step { childExp[k] == E_LATER -> childExp[k] = E_PASSED }
+
+/* The child worker, the sweeper and the clock of the children. */
+proctype children() {
+end_idle:
+  do
+  CHILD_COMPLETES(0) CHILD_COMPLETES(1) CHILD_COMPLETES(2)
+  CHILD_COMPLETES(3) CHILD_COMPLETES(4) CHILD_COMPLETES(5)
+  CHILD_SWEPT(0) CHILD_SWEPT(1) CHILD_SWEPT(2) CHILD_SWEPT(3) CHILD_SWEPT(4) CHILD_SWEPT(5)
+  CHILD_RETAINED(0) CHILD_RETAINED(1) CHILD_RETAINED(2)
+  CHILD_RETAINED(3) CHILD_RETAINED(4) CHILD_RETAINED(5)
+  od
+}
+
+/* The parent's lease ends: at any moment when its attempt is gone, within
+ * a finite budget while it still runs (a paused worker). */
+proctype parentClock() {
+end_tick:
+  do
+  :: d_step { pLease == L_LIVE && !alive[pOwner] -> pLease = L_EXPIRED }
+  :: d_step { pLease == L_LIVE && alive[pOwner] && leaseEnds > 0 -> leaseEnds--; pLease = L_EXPIRED }
+  od
+}
+#endif
+
+#ifdef SLOTS
+/* ---- concurrency slots (.concurrency({ key, max }); store/concurrency-slots.ts)
+ *
+ * SLOT_WORKERS workers, each running its own run of a workflow with one
+ * concurrency key and SLOT_MAX slots. A slot row names the attempt that
+ * took it last; it is held while that run is in flight under a lease that
+ * has not ended (slot_holder_live): the slot is the lease. A worker that
+ * has its run takes a slot (acquire_concurrency_slot: each slot that looks
+ * free in the snapshot is locked FOR UPDATE SKIP LOCKED, its holder read
+ * again, and it is taken only if still free; the transaction commits right
+ * after, which drops the locks); with every slot held the same statement
+ * steps the run aside (suspended and due, no owner), and the worker takes
+ * it again once the due-run query sees a slot free
+ * (concurrency_slots_held < max). A holder works, renews once
+ * (renew_slot_lease: the slot row locked FOR KEY SHARE, then the lease
+ * renewed only while the slot names it) and completes. A worker may crash
+ * before any statement and stays dead: its lease ends at any moment after.
+ * The lease of a live worker (a paused one) may also end, within a finite
+ * budget. */
+#define SLOT_WORKERS 3 /* fixed: HELD_COUNT and slotClock spell them out */
+#define SLOT_MAX 2
+#ifndef SLOW_LEASES
+#define SLOW_LEASES 1 /* lease ends of a live (paused) holder */
+#endif
+#define R_RUN 1
+#define R_SUSP 2
+#define R_DONE 3
+
+byte holder[SLOT_MAX];   /* concurrency_slots.owner_token: the worker, 0 none */
+byte slotLock[SLOT_MAX]; /* FOR UPDATE of a taker, 0 none */
+byte rSt[SLOT_WORKERS + 1];
+byte rLease[SLOT_WORKERS + 1];
+bit exec[SLOT_WORKERS + 1];  /* ghost: the attempt took a slot and runs as its holder */
+bit dead[SLOT_WORKERS + 1];  /* ghost: the worker crashed */
+byte slowLeases = SLOW_LEASES;
+byte settled;                /* ghost: workers completed or dead */
+hidden byte nLive, si;
+bit at_most_max = 1, slot_one_owner = 1;
+
+/* slot_holder_live: the run in flight under a lease that has not ended. */
+#define LIVE_RUN(w) ((w) != 0 && rSt[w] == R_RUN && rLease[w] == L_LIVE)
+#ifdef V_SLOT_NOT_LEASE
+#define HOLDER_LIVE(w) ((w) != 0 && rSt[w] == R_RUN) /* no lease: a dead owner holds for ever */
+#else
+#define HOLDER_LIVE(w) LIVE_RUN(w)
+#endif
+#define HELD(s) HOLDER_LIVE(holder[s])
+#define HELD_COUNT (HELD(0) + HELD(1))
+
+/* At no time more than max attempts run as holders under a live lease. */
+#define CHECK_HOLDERS \
+  nLive = 0; si = 1; \
+  do :: si <= SLOT_WORKERS -> if :: exec[si] && LIVE_RUN(si) -> nLive++ :: else -> skip fi; si++ \
+     :: else -> break od; \
+  REQUIRE(at_most_max, nLive <= SLOT_MAX); nLive = 0; si = 0
+
+/* Locks go when the transaction ends (commit or rollback). */
+#define UNLOCK_MINE(w) \
+  si = 0; do :: si < SLOT_MAX -> if :: slotLock[si] == (w) -> slotLock[si] = 0 :: else -> skip fi; si++ \
+             :: else -> break od; si = 0
+
+/* The UPDATE that takes slot s: its holder read again in the same statement. */
+#ifdef V_SLOT_NO_LOCK
+#define TAKE_GUARD(s) true /* read-then-write: the row written whatever it holds now */
+#else
+#define TAKE_GUARD(s) (!HELD(s))
+#endif
+#define TAKE(s, w) \
+  REQUIRE(slot_one_owner, !HELD(s)); holder[s] = (w); mine = (s); got = 1; exec[w] = 1; CHECK_HOLDERS
+
+proctype slotWorker(byte w) {
+  byte s, mine;
+  bit free, got, ok;
+acquire:
+  s = 0;
+  do
+  :: s < SLOT_MAX && !got ->
+     d_step { free = !HELD(s) }; /* the snapshot's candidate */
+     if
+     :: free ->
+        MAYBE_CRASH;
+#ifndef V_SLOT_NO_LOCK
+        d_step { if :: slotLock[s] == 0 -> slotLock[s] = w :: else -> free = 0 fi }; /* SKIP LOCKED */
+        if :: free -> MAYBE_CRASH :: else -> skip fi;
+#endif
+        if
+        :: free -> d_step { if :: TAKE_GUARD(s) -> TAKE(s, w); UNLOCK_MINE(w) :: else -> skip fi }
+        :: else -> skip
+        fi
+     :: else -> skip
+     fi;
+     d_step { free = 0; s++ }
+  :: else -> break
+  od;
+  if
+  :: !got ->
+     /* every slot held: the run stepped aside, the transaction commits */
+     d_step { rSt[w] = R_SUSP; rLease[w] = L_NULL; UNLOCK_MINE(w); s = 0 };
+     atomic { HELD_COUNT < SLOT_MAX -> rSt[w] = R_RUN; rLease[w] = L_LIVE }; /* takeDueRuns, the take */
+     goto acquire
+  :: else -> skip
+  fi;
+  /* the holder's work */
+  MAYBE_CRASH;
+#ifdef SLOT_COMMIT_REARMS
+  /* a phase commit (advance_run): fenced by the owner token, and re-arms the lease */
+  d_step { rLease[w] = L_LIVE; CHECK_HOLDERS };
+  MAYBE_CRASH;
+#endif
+  if
+  :: d_step { /* renew_slot_lease: waits for a taker's lock, then renews only while the slot is its own */
+       slotLock[mine] == 0 ->
+       if :: holder[mine] == w -> rLease[w] = L_LIVE; ok = 1 :: else -> ok = 0 fi;
+       CHECK_HOLDERS
+     };
+     if
+     :: !ok -> /* the slot is gone: the attempt stops; the run is taken over (a new attempt) */
+        d_step { exec[w] = 0; got = 0; mine = 0; rLease[w] = L_LIVE };
+        goto acquire
+     :: else -> ok = 0
+     fi
+  :: true -> skip
+  fi;
+  MAYBE_CRASH;
+  d_step { rSt[w] = R_DONE; rLease[w] = L_NULL; exec[w] = 0; settled++; got = 0; mine = 0 }; /* completion */
+  goto stopped;
+crashed:
+  skip;
+  d_step { exec[w] = 0; dead[w] = 1; settled++; UNLOCK_MINE(w); s = 0; got = 0; free = 0; mine = 0 };
+stopped:
+  skip
+}
+
+/* Leases end: a dead worker's at any moment, a live one's within a budget. */
+#define LEASE_ENDS(w) \
+  :: d_step { rLease[w] == L_LIVE && (dead[w] || slowLeases > 0) -> \
+              if :: !dead[w] -> slowLeases-- :: else -> skip fi; rLease[w] = L_EXPIRED }
+
+proctype slotClock() {
+end_tick:
+  do
+  LEASE_ENDS(1) LEASE_ENDS(2) LEASE_ENDS(3)
+  od
+}
+#endif
+
 /* Who runs, by scenario (one model, four configurations, so that each
  * state space stays small enough to search exhaustively):
  *   RACE (default)  two clients calling runOnce with the same key and
@@ -648,9 +968,31 @@ proctype redefine() {
  *                   verb at any moment
  *   SCHEDULE        no key's run: the clock's ticks, two workers firing
  *                   the schedule, one redefinition of it; once all have
- *                   stopped, init checks every tick's runs */
+ *                   stopped, init checks every tick's runs
+ *   CHILD           a parent starting two children: two workers on the
+ *                   parent, the child worker, the sweeper
+ *   SLOTS           three workers, each with its run, sharing two
+ *                   concurrency slots of one key */
 init {
-#ifdef SCHEDULE
+#if defined(CHILD)
+  atomic {
+    alive[1] = 1;
+    run parentWorker(1);
+    run parentWorker(2);
+    run children();
+    run parentClock()
+  }
+#elif defined(SLOTS)
+  atomic {
+    rSt[1] = R_RUN; rLease[1] = L_LIVE;
+    rSt[2] = R_RUN; rLease[2] = L_LIVE;
+    rSt[3] = R_RUN; rLease[3] = L_LIVE;
+    run slotWorker(1);
+    run slotWorker(2);
+    run slotWorker(3);
+    run slotClock()
+  }
+#elif defined(SCHEDULE)
   byte t, latest;
   atomic {
     run ticker();
@@ -677,7 +1019,15 @@ init {
 #endif
 }
 
-#if defined(LIVENESS) && defined(SCHEDULE)
+#if defined(LIVENESS) && defined(CHILD)
+/* The parent completes: once crashes stop, its children run, the last one
+ * wakes it, and a worker takes it and reads them. */
+ltl parent_done { <> (pSt == P_DONE) }
+#elif defined(LIVENESS) && defined(SLOTS)
+/* A waiting worker gets a slot: every worker completes its run or is dead;
+ * no one waits for ever behind a dead holder. */
+ltl slots_freed { <> (settled == SLOT_WORKERS) }
+#elif defined(LIVENESS) && defined(SCHEDULE)
 /* The schedule gets through its ticks: once crashes stop, the row reaches
  * the end of its ticks and stays there. */
 ltl ticks_fired { <>[] (nextTick == TICKS) }

@@ -1,7 +1,8 @@
 /*
  * idempo's claim / lease / takeover / fencing / recovery-point protocol,
  * for one key, as spin checks it; and, in the SCHEDULE scenario, the
- * firing of one durable schedule's ticks by two workers.
+ * firing of one durable schedule's ticks by two workers; in CHILD, a
+ * parent's start of child runs; in SLOTS, concurrency slots as leases.
  *
  * The database is the global record below; every procedure named after a
  * store function is one SQL statement and runs as one indivisible step
@@ -33,12 +34,22 @@
  *   V_RELEASE_KEEPS_TOKEN release moving locked_until without clearing the owner
  *   V_TICK_KEY_PER_WORKER a schedule tick's run key mixing in the worker
  *   V_TICK_APART          a schedule's move past its ticks committed apart from their runs
+ *   V_CHILD_APART         a parent's children created in a transaction after its item's start
+ *   V_CHILD_KEY_PER_ATTEMPT a child's key mixing in the parent's attempt number
+ *   V_SWEEP_WAITING_CHILD the sweep deleting a child whose parent has not completed
+ *   V_SLOT_NO_LOCK        a concurrency slot taken by a read, then a write, without its lock
+ *   V_SLOT_NOT_LEASE      a slot held while its run is in flight, lease or not (liveness)
+ * One open finding (src/checks.ts FINDINGS), a switch that adds what the
+ * engine does as written and spin finds wrong:
+ *   SLOT_COMMIT_REARMS    a slot holder's phase commit re-arming its lease
  *
- * Scenario switches (RACE, RETENTION, OPERATOR, SCHEDULE) and sizes
- * (CRASHES, MAX_ATTEMPTS, TICKS) are at the end, with the processes;
- * LIVENESS adds the LTL property for the acceptance-cycle search. SCHEDULE
- * is a model of its own beside the key's: one durable schedule and the
- * workers that fire its ticks (see "a durable schedule" below).
+ * Scenario switches (RACE, RETENTION, OPERATOR, SCHEDULE, CHILD, SLOTS)
+ * and sizes (CRASHES, MAX_ATTEMPTS, TICKS) are at the end, with the
+ * processes; LIVENESS adds the LTL property for the acceptance-cycle
+ * search. SCHEDULE, CHILD and SLOTS are models of their own beside the
+ * key's: one durable schedule and the workers that fire its ticks (see "a
+ * durable schedule" below), a parent starting child runs ("a parent
+ * starting child runs"), and concurrency slots ("concurrency slots").
  */
 
 #ifndef MAX_ATTEMPTS
@@ -639,7 +650,7 @@ proctype redefine() {
 #endif
 
 #ifdef CHILD
-/* ---- a parent starting child runs (.child / .map; runtime/execution/run-child*, store/children.ts)
+/* ---- a parent starting child runs (.child / .map; store/children.ts)
  *
  * One parent run whose item starts NC children. The transaction that
  * records the item's start creates the children, each under a key derived
@@ -958,7 +969,7 @@ end_tick:
 }
 #endif
 
-/* Who runs, by scenario (one model, four configurations, so that each
+/* Who runs, by scenario (one model, six configurations, so that each
  * state space stays small enough to search exhaustively):
  *   RACE (default)  two clients calling runOnce with the same key and
  *                   payload, and a resumer

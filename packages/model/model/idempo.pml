@@ -838,7 +838,9 @@ end_tick:
  * it again once the due-run query sees a slot free
  * (concurrency_slots_held < max). A holder works, renews once
  * (renew_slot_lease: the slot row locked FOR KEY SHARE, then the lease
- * renewed only while the slot names it) and completes. A worker may crash
+ * renewed only while the slot names it) and completes. Its phase commits
+ * are left out: as written they re-arm the lease without the slot's check,
+ * which spin finds wrong (SLOT_COMMIT_REARMS, an open finding). A worker may crash
  * before any statement and stays dead: its lease ends at any moment after.
  * The lease of a live worker (a paused one) may also end, within a finite
  * budget. */

@@ -1,7 +1,8 @@
 /*
  * idempo's claim / lease / takeover / fencing / recovery-point protocol,
  * for one key, as spin checks it; and, in the SCHEDULE scenario, the
- * firing of one durable schedule's ticks by two workers.
+ * firing of one durable schedule's ticks by two workers; in CHILD, a
+ * parent's start of child runs; in SLOTS, concurrency slots as leases.
  *
  * The database is the global record below; every procedure named after a
  * store function is one SQL statement and runs as one indivisible step
@@ -33,12 +34,22 @@
  *   V_RELEASE_KEEPS_TOKEN release moving locked_until without clearing the owner
  *   V_TICK_KEY_PER_WORKER a schedule tick's run key mixing in the worker
  *   V_TICK_APART          a schedule's move past its ticks committed apart from their runs
+ *   V_CHILD_APART         a parent's children created in a transaction after its item's start
+ *   V_CHILD_KEY_PER_ATTEMPT a child's key mixing in the parent's attempt number
+ *   V_SWEEP_WAITING_CHILD the sweep deleting a child whose parent has not completed
+ *   V_SLOT_NO_LOCK        a concurrency slot taken by a read, then a write, without its lock
+ *   V_SLOT_NOT_LEASE      a slot held while its run is in flight, lease or not (liveness)
+ * One open finding (src/checks.ts FINDINGS), a switch that adds what the
+ * engine does as written and spin finds wrong:
+ *   SLOT_COMMIT_REARMS    a slot holder's phase commit re-arming its lease
  *
- * Scenario switches (RACE, RETENTION, OPERATOR, SCHEDULE) and sizes
- * (CRASHES, MAX_ATTEMPTS, TICKS) are at the end, with the processes;
- * LIVENESS adds the LTL property for the acceptance-cycle search. SCHEDULE
- * is a model of its own beside the key's: one durable schedule and the
- * workers that fire its ticks (see "a durable schedule" below).
+ * Scenario switches (RACE, RETENTION, OPERATOR, SCHEDULE, CHILD, SLOTS)
+ * and sizes (CRASHES, MAX_ATTEMPTS, TICKS) are at the end, with the
+ * processes; LIVENESS adds the LTL property for the acceptance-cycle
+ * search. SCHEDULE, CHILD and SLOTS are models of their own beside the
+ * key's: one durable schedule and the workers that fire its ticks (see "a
+ * durable schedule" below), a parent starting child runs (child.pml),
+ * and concurrency slots (slots.pml), both included here.
  */
 
 #ifndef MAX_ATTEMPTS
@@ -638,7 +649,10 @@ proctype redefine() {
   }
 #endif
 
-/* Who runs, by scenario (one model, four configurations, so that each
+#include "child.pml"
+#include "slots.pml"
+
+/* Who runs, by scenario (one model, six configurations, so that each
  * state space stays small enough to search exhaustively):
  *   RACE (default)  two clients calling runOnce with the same key and
  *                   payload, and a resumer
@@ -648,9 +662,31 @@ proctype redefine() {
  *                   verb at any moment
  *   SCHEDULE        no key's run: the clock's ticks, two workers firing
  *                   the schedule, one redefinition of it; once all have
- *                   stopped, init checks every tick's runs */
+ *                   stopped, init checks every tick's runs
+ *   CHILD           a parent starting two children: two workers on the
+ *                   parent, the child worker, the sweeper
+ *   SLOTS           three workers, each with its run, sharing two
+ *                   concurrency slots of one key */
 init {
-#ifdef SCHEDULE
+#if defined(CHILD)
+  atomic {
+    alive[1] = 1;
+    run parentWorker(1);
+    run parentWorker(2);
+    run children();
+    run parentClock()
+  }
+#elif defined(SLOTS)
+  atomic {
+    rSt[1] = R_RUN; rLease[1] = L_LIVE;
+    rSt[2] = R_RUN; rLease[2] = L_LIVE;
+    rSt[3] = R_RUN; rLease[3] = L_LIVE;
+    run slotWorker(1);
+    run slotWorker(2);
+    run slotWorker(3);
+    run slotClock()
+  }
+#elif defined(SCHEDULE)
   byte t, latest;
   atomic {
     run ticker();
@@ -677,7 +713,15 @@ init {
 #endif
 }
 
-#if defined(LIVENESS) && defined(SCHEDULE)
+#if defined(LIVENESS) && defined(CHILD)
+/* The parent completes: once crashes stop, its children run, the last one
+ * wakes it, and a worker takes it and reads them. */
+ltl parent_done { <> (pSt == P_DONE) }
+#elif defined(LIVENESS) && defined(SLOTS)
+/* A waiting worker gets a slot: every worker completes its run or is dead;
+ * no one waits for ever behind a dead holder. */
+ltl slots_freed { <> (settled == SLOT_WORKERS) }
+#elif defined(LIVENESS) && defined(SCHEDULE)
 /* The schedule gets through its ticks: once crashes stop, the row reaches
  * the end of its ticks and stays there. */
 ltl ticks_fired { <>[] (nextTick == TICKS) }

@@ -12,7 +12,7 @@ export interface Configuration {
   readonly size: string;
 }
 
-/** The four scenarios at the sizes the suite checks. */
+/** The six scenarios at the sizes the suite checks. */
 export const CONFIGURATIONS: readonly Configuration[] = [
   {
     name: "race",
@@ -33,6 +33,16 @@ export const CONFIGURATIONS: readonly Configuration[] = [
     name: "schedule",
     defines: ["SCHEDULE", "CRASHES=1", "TICKS=3"],
     size: "1 schedule, 2 workers firing it + 1 redefinition, 3 ticks, 1 crash",
+  },
+  {
+    name: "child",
+    defines: ["CHILD", "CRASHES=3"],
+    size: "1 parent starting 2 children, 2 workers on it + child worker + sweeper, 3 crashes",
+  },
+  {
+    name: "slots",
+    defines: ["SLOTS", "CRASHES=2"],
+    size: "3 workers sharing 2 concurrency slots, 2 crashes (dead for good), 1 paused holder",
   },
 ];
 
@@ -131,6 +141,58 @@ export const VARIANTS: readonly Variant[] = [
     configuration: "schedule",
     mode: "safety",
     expect: { kind: "assertion", property: "tick_one_run" },
+  },
+  {
+    define: "V_CHILD_APART",
+    removes: "the children created in the transaction that records the item's start: here in the next one",
+    configuration: "child",
+    mode: "safety",
+    expect: { kind: "assertion", property: "child_kept" },
+  },
+  {
+    define: "V_CHILD_KEY_PER_ATTEMPT",
+    removes: "a child's key derived from (tenant, parent key, item, index) only: here the attempt is in it",
+    configuration: "child",
+    mode: "safety",
+    expect: { kind: "assertion", property: "children_found" },
+  },
+  {
+    define: "V_SWEEP_WAITING_CHILD",
+    removes: "the sweep's keeping of a child whose parent has not completed",
+    configuration: "child",
+    mode: "safety",
+    expect: { kind: "assertion", property: "child_not_swept" },
+  },
+  {
+    define: "V_SLOT_NO_LOCK",
+    removes: "the slot's lock (FOR UPDATE SKIP LOCKED) and its holder read again: a read, then a write",
+    configuration: "slots",
+    mode: "safety",
+    expect: { kind: "assertion", property: "slot_one_owner" },
+  },
+  {
+    define: "V_SLOT_NOT_LEASE",
+    removes: "a slot held only under a live lease (slot_holder_live): here while the run is in flight",
+    configuration: "slots",
+    mode: "liveness",
+    expect: { kind: "acceptance cycle" },
+  },
+];
+
+/**
+ * Open findings: a switch that adds what the engine does as written, which
+ * the scenario's configuration leaves out because spin finds it breaks a
+ * property. The tests ask that spin still finds it; once the engine is
+ * changed, the switch goes into the configuration and the finding is removed.
+ */
+export const FINDINGS: readonly Variant[] = [
+  {
+    define: "SLOT_COMMIT_REARMS",
+    removes:
+      "nothing: a holder's phase commit (advance_run) re-arms its lease fenced by the owner token alone, so a holder paused past its lease whose slot was taken meanwhile is live again beside the new holder until its next heartbeat",
+    configuration: "slots",
+    mode: "safety",
+    expect: { kind: "assertion", property: "at_most_max" },
   },
 ];
 

@@ -325,6 +325,36 @@ export const GUARDS: readonly GuardRow[] = [
       "next_tick_at = CASE WHEN s.cron = excluded.cron AND s.timezone = excluded.timezone THEN s.next_tick_at ELSE excluded.next_tick_at END",
     ],
   },
+  {
+    transition: "slot: held while the run is in flight under a live lease (HOLDER_LIVE)",
+    file: FUNCTIONS,
+    fn: "slot_holder_live",
+    patterns: ["AND status = 'in_flight' AND locked_until > clock_timestamp()"],
+  },
+  {
+    transition: "slot: the take (lock SKIP LOCKED, then the holder read again)",
+    file: FUNCTIONS,
+    fn: "acquire_concurrency_slot",
+    patterns: [
+      "PERFORM 1 FROM concurrency_slots WHERE limit_key = p_limit_key AND slot = v_slot FOR UPDATE SKIP LOCKED; CONTINUE WHEN NOT FOUND;",
+      "WHERE s.limit_key = p_limit_key AND s.slot = v_slot AND NOT slot_holder_live(s.tenant_id, s.key, s.owner_token);",
+    ],
+  },
+  {
+    transition: "slot: the holder's renewal, only while the slot is its own",
+    file: FUNCTIONS,
+    fn: "renew_slot_lease",
+    patterns: [
+      "AND owner_token = p_owner_token FOR KEY SHARE; IF NOT FOUND THEN RETURN false; END IF;",
+      "RETURN renew_lease(p_tenant_id, p_key, p_owner_token, p_lease_ms);",
+    ],
+  },
+  {
+    transition: "slot: a run over its limit is not taken until a slot frees",
+    file: "store/due-runs.ts",
+    fn: "selectDueRuns",
+    patterns: ["ELSE @{held}(concurrency_key, concurrency_max) < concurrency_max END"],
+  },
 ];
 
 const collapse = (text: string) => text.replace(/\s+/g, " ");

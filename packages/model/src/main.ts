@@ -1,10 +1,10 @@
 /**
  * `pnpm model`: check the model in every configuration (safety, then
- * liveness under weak fairness), then every broken variant, and print a
- * table with state counts and times. Exits 1 when the model fails a check
- * or a variant passes one it must fail.
+ * liveness under weak fairness), then every broken variant and open
+ * finding, and print a table with state counts and times. Exits 1 when the
+ * model fails a check or a variant or finding passes one it must fail.
  */
-import { CONFIGURATIONS, VARIANTS, variantSpec } from "./checks.js";
+import { CONFIGURATIONS, FINDINGS, VARIANTS, variantSpec } from "./checks.js";
 import type { CheckReport } from "./spin.js";
 import { check } from "./spin.js";
 
@@ -24,7 +24,7 @@ for (const c of CONFIGURATIONS) {
     if (!ok) console.log(r.output);
   }
 }
-for (const v of VARIANTS) {
+for (const v of [...VARIANTS, ...FINDINGS]) {
   const r = await check(variantSpec(v));
   const found =
     r.violation?.kind === v.expect.kind &&

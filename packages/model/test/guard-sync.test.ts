@@ -59,6 +59,15 @@ describe("the guards the model assumes are in the code", () => {
     expect(missingPatterns(cut, row)).toEqual(row.patterns);
   });
 
+  it("notices a slot taken without its lock (SKIP LOCKED cut out of acquire_concurrency_slot)", () => {
+    const row = GUARDS.find((r) => r.fn === "acquire_concurrency_slot");
+    if (!row) throw new Error("no acquire_concurrency_slot row");
+    const text = source(row.file);
+    const cut = text.replace("AND slot = v_slot FOR UPDATE SKIP LOCKED;", "AND slot = v_slot;");
+    expect(cut).not.toBe(text);
+    expect(missingPatterns(cut, row)).toEqual([row.patterns[0]]);
+  });
+
   it("notices a renamed function", () => {
     const row = GUARDS.find((r) => r.transition === "takeover");
     if (!row) throw new Error("no takeover row");

@@ -639,9 +639,11 @@ $$;
 -- completion, renewal (0008, 0013, 0014, 0019)
 -- ---------------------------------------------------------------------------
 
--- A commit's write of the run (0014): the recovery point, the state and the
--- lease extended, or the run completed when the item is its last. Fenced in
--- both branches; shared by commit_phase and record_step_result.
+-- A commit's write of the run (0014, 0022): the recovery point, the state
+-- and the lease extended, or the run completed when the item is its last.
+-- Fenced in both branches (the owner token, and for a run under a
+-- concurrency limit its slot: slot_commit_allowed); shared by commit_phase
+-- and record_step_result.
 CREATE OR REPLACE FUNCTION advance_run(
   p_tenant_id text, p_key text, p_owner_token text, p_name text, p_state json, p_lease_ms float8,
   p_outcome text, p_response_status integer, p_response_body json
@@ -652,8 +654,18 @@ BEGIN
     SET recovery_point = p_name, state = p_state, updated_at = clock_timestamp(),
         locked_until = clock_timestamp() + p_lease_ms * interval '1 millisecond'
     WHERE tenant_id = p_tenant_id AND key = p_key
-      AND owner_token = p_owner_token AND status = 'in_flight';
+      AND owner_token = p_owner_token AND status = 'in_flight'
+      AND (concurrency_key IS NULL
+           OR slot_commit_allowed(tenant_id, key, owner_token, concurrency_key, locked_until));
   ELSE
+    IF EXISTS (
+      SELECT 1 FROM runs
+      WHERE tenant_id = p_tenant_id AND key = p_key AND owner_token = p_owner_token AND status = 'in_flight'
+        AND concurrency_key IS NOT NULL
+        AND NOT slot_commit_allowed(tenant_id, key, owner_token, concurrency_key, locked_until)
+    ) THEN
+      RETURN false;
+    END IF;
     PERFORM 1 FROM mark_completed(p_tenant_id, p_key, p_owner_token, false,
                                   p_outcome, p_response_status, p_response_body, p_name, p_state, false);
   END IF;
@@ -948,6 +960,20 @@ BEGIN
     RETURN false;
   END IF;
   RETURN renew_lease(p_tenant_id, p_key, p_owner_token, p_lease_ms);
+END
+$$;
+
+-- (0022) True when the attempt may commit under its run's concurrency limit
+-- p_limit_key: the slot that names it, locked FOR KEY SHARE until the
+-- commit, or no slot and a live lease (p_locked_until is the run's).
+CREATE OR REPLACE FUNCTION slot_commit_allowed(
+  p_tenant_id text, p_key text, p_owner_token text, p_limit_key text, p_locked_until timestamptz
+) RETURNS boolean LANGUAGE plpgsql SET search_path FROM CURRENT AS $$
+BEGIN
+  PERFORM 1 FROM concurrency_slots
+  WHERE limit_key = p_limit_key AND tenant_id = p_tenant_id AND key = p_key AND owner_token = p_owner_token
+  FOR KEY SHARE;
+  RETURN FOUND OR p_locked_until > clock_timestamp();
 END
 $$;
 

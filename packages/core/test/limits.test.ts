@@ -155,6 +155,53 @@ describe("a holder and its slot, statement by statement", () => {
     expect(await renewSlotLease(executorOf(t.db), tables, attempt("h1", "old"), 60_000, slot.limitKey)).toBe(false);
     expect(await renewSlotLease(executorOf(t.db), tables, attempt("h2", "new"), 60_000, slot.limitKey)).toBe(true);
   });
+
+  it("a holder paused past its lease whose slot was taken cannot commit back beside the new holder", async () => {
+    const advance = async (key: string, owner: string, complete = false) => {
+      const { rows } = await sql<{ ok: boolean }>`
+        SELECT idempo.advance_run('slots', ${key}, ${owner}, 'p', '{}'::json, 60000,
+                                  ${complete ? "succeeded" : null}, ${complete ? 200 : null}, NULL) AS ok`.execute(t.db);
+      return rows[0]?.ok;
+    };
+    const leaseEnded = (key: string) =>
+      until(async () => {
+        const { rows } = await sql<{ expired: boolean }>`
+          SELECT locked_until <= clock_timestamp() AS expired FROM idempo.runs WHERE tenant_id = 'slots' AND key = ${key}`.execute(
+          t.db,
+        );
+        return rows[0]?.expired === true;
+      }, `the lease of ${key} ran out`);
+    const fence = { limitKey: "w\u001ffence", max: 1 };
+    await inFlight("p1", "old", 300);
+    expect(await acquireSlot(executorOf(t.db), tables, attempt("p1", "old"), fence)).toEqual({ kind: "acquired" });
+    await leaseEnded("p1");
+    // Its lease ran out but nobody took the slot: its commit goes ahead and re-arms it.
+    expect(await advance("p1", "old")).toBe(true);
+    await sql`UPDATE idempo.runs SET locked_until = clock_timestamp() WHERE tenant_id = 'slots' AND key = 'p1'`.execute(
+      t.db,
+    );
+    await inFlight("p2", "new", 60_000);
+    expect(await acquireSlot(executorOf(t.db), tables, attempt("p2", "new"), fence)).toEqual({ kind: "acquired" });
+    // The slot is p2's now: p1's commits, a step result's and a completing one, are fenced.
+    expect(await advance("p1", "old")).toBe(false);
+    expect(await advance("p1", "old", true)).toBe(false);
+    const { rows } = await sql<{ status: string; live: boolean }>`
+      SELECT status, locked_until > clock_timestamp() AS live FROM idempo.runs WHERE tenant_id = 'slots' AND key = 'p1'`.execute(
+      t.db,
+    );
+    expect(rows[0]).toEqual({ status: "in_flight", live: false });
+    // The new holder commits as usual.
+    expect(await advance("p2", "new")).toBe(true);
+  });
+
+  it("an attempt with a live lease and no slot (its version dropped the limit) still commits", async () => {
+    await inFlight("v1", "own", 60_000);
+    await sql`UPDATE idempo.runs SET concurrency_key = 'w\u001fgone', concurrency_max = 1
+              WHERE tenant_id = 'slots' AND key = 'v1'`.execute(t.db);
+    const { rows } = await sql<{ ok: boolean }>`
+      SELECT idempo.advance_run('slots', 'v1', 'own', 'p', '{}'::json, 60000, NULL, NULL, NULL) AS ok`.execute(t.db);
+    expect(rows[0]?.ok).toBe(true);
+  });
 });
 
 describe(".concurrency in a worker's choice", () => {

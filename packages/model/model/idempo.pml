@@ -39,9 +39,9 @@
  *   V_SWEEP_WAITING_CHILD the sweep deleting a child whose parent has not completed
  *   V_SLOT_NO_LOCK        a concurrency slot taken by a read, then a write, without its lock
  *   V_SLOT_NOT_LEASE      a slot held while its run is in flight, lease or not (liveness)
- * One open finding (src/checks.ts FINDINGS), a switch that adds what the
- * engine does as written and spin finds wrong:
- *   SLOT_COMMIT_REARMS    a slot holder's phase commit re-arming its lease
+ *   V_SLOT_COMMIT_UNFENCED a holder's phase commit re-arming its lease without its slot's check
+ * Open findings (src/checks.ts FINDINGS) are switches that add what the
+ * engine does as written where spin finds it wrong; none is open now.
  *
  * Scenario switches (RACE, RETENTION, OPERATOR, SCHEDULE, CHILD, SLOTS)
  * and sizes (CRASHES, MAX_ATTEMPTS, TICKS) are at the end, with the

@@ -15,9 +15,10 @@
  * it again once the due-run query sees a slot free
  * (concurrency_slots_held < max). A holder works, renews once
  * (renew_slot_lease: the slot row locked FOR KEY SHARE, then the lease
- * renewed only while the slot names it) and completes. Its phase commits
- * are left out: as written they re-arm the lease without the slot's check,
- * which spin finds wrong (SLOT_COMMIT_REARMS, an open finding). A worker may crash
+ * renewed only while the slot names it), may commit a phase (advance_run:
+ * the slot row locked FOR KEY SHARE and the lease re-armed only while the
+ * slot is its own, or no slot names it and its lease is live) and
+ * completes. A worker may crash
  * before any statement and stays dead: its lease ends at any moment after.
  * The lease of a live worker (a paused one) may also end, within a finite
  * budget. */
@@ -106,11 +107,29 @@ acquire:
   fi;
   /* the holder's work */
   MAYBE_CRASH;
-#ifdef SLOT_COMMIT_REARMS
-  /* a phase commit (advance_run): fenced by the owner token, and re-arms the lease */
-  d_step { rLease[w] = L_LIVE; CHECK_HOLDERS };
-  MAYBE_CRASH;
+  /* a phase commit (advance_run, 0022): fenced by the owner token and, under
+   * a limit, by the slot: its row locked FOR KEY SHARE (waits for a taker's
+   * lock), the lease re-armed only while the slot names it or, with no slot
+   * naming it, while the lease is live; refused, the attempt stops */
+  if
+  :: d_step {
+       slotLock[mine] == 0 ->
+#ifdef V_SLOT_COMMIT_UNFENCED
+       rLease[w] = L_LIVE; ok = 1;
+#else
+       if :: holder[mine] == w || rLease[w] == L_LIVE -> rLease[w] = L_LIVE; ok = 1 :: else -> ok = 0 fi;
 #endif
+       CHECK_HOLDERS
+     };
+     if
+     :: !ok ->
+        d_step { exec[w] = 0; got = 0; mine = 0; rLease[w] = L_LIVE };
+        goto acquire
+     :: else -> ok = 0
+     fi
+  :: true -> skip
+  fi;
+  MAYBE_CRASH;
   if
   :: d_step { /* renew_slot_lease: waits for a taker's lock, then renews only while the slot is its own */
        slotLock[mine] == 0 ->

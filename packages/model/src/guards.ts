@@ -130,9 +130,11 @@ export const GUARDS: readonly GuardRow[] = [
     transition: "advance (phase commit, step result)",
     file: FUNCTIONS,
     fn: "advance_run",
-    // Both branches (lease extended, run completed) carry the fence.
+    // Both branches (lease extended, run completed) carry the fence; a run
+    // under a concurrency limit is fenced by its slot too (0022).
     patterns: [
-      `AND ${SQL_FENCE}; ELSE`,
+      `AND ${SQL_FENCE} AND (concurrency_key IS NULL OR slot_commit_allowed(tenant_id, key, owner_token, concurrency_key, locked_until)); ELSE`,
+      "AND NOT slot_commit_allowed(tenant_id, key, owner_token, concurrency_key, locked_until) ) THEN RETURN false;",
       `${OWNER_COMPLETION} p_outcome, p_response_status, p_response_body, p_name, p_state, false); END IF`,
       "recovery_point = p_name",
       "RETURN FOUND",
@@ -286,7 +288,7 @@ export const GUARDS: readonly GuardRow[] = [
     file: "runtime/schedules/fire-ticks.ts",
     fn: "fireSchedule",
     patterns: [
-      "return ctx.db.transaction().execute(async (tx) => {",
+      "return engineTransaction(ctx.layer, async (tx) => {",
       "const row = await lockDueSchedule(tx, ctx.tables, name);",
       "key: tickKey(name, at)",
       "await startRun(ctx, tx, row, how.workflow, tick, input);",
@@ -297,7 +299,7 @@ export const GUARDS: readonly GuardRow[] = [
     transition: "schedule: a tick's run, enqueued in the firing transaction",
     file: "runtime/schedules/fire-ticks.ts",
     fn: "startRun",
-    patterns: ["await enqueue(ctx, tx, workflow, { tenantId: row.tenant_id, key: tick.key, input });"],
+    patterns: ["await enqueueOn(ctx, tx, workflow, { tenantId: row.tenant_id, key: tick.key, input });"],
   },
   {
     transition: "schedule: the tick's key",

@@ -21,7 +21,10 @@ describe("the guards the model assumes are in the code", () => {
       text.slice(0, start) +
       text
         .slice(start)
-        .replace("AND owner_token = p_owner_token AND status = 'in_flight';", "AND status = 'in_flight';");
+        .replace(
+          "AND owner_token = p_owner_token AND status = 'in_flight'\n      AND (concurrency_key IS NULL",
+          "AND status = 'in_flight'\n      AND (concurrency_key IS NULL",
+        );
     expect(cut).not.toBe(text);
     expect(missingPatterns(cut, row)).toEqual([row.patterns[0]]);
   });

@@ -16,7 +16,7 @@ describe("each broken variant fails", () => {
 // An open finding adds what the engine does as written where the model's
 // configuration leaves it out; spin must still find the property it breaks.
 // When this fails, the engine changed: move the switch into the configuration.
-describe("each open finding is still found", () => {
+describe.skipIf(FINDINGS.length === 0)("each open finding is still found", () => {
   it.each(FINDINGS.map((v) => [v.define, v] as const))("%s", async (_name, v) => {
     const r = await check(variantSpec(v));
     expect(r.violation?.kind, r.output).toBe(v.expect.kind);

@@ -21,6 +21,23 @@ import { markCompleted } from "./progress.js";
 import type { Executor, Ownership, RunOutcome, RunStatus, StoredResponse, Tables } from "./run-store.js";
 import { leaseInterval } from "./run-store.js";
 
+/**
+ * What a child that has not completed stores when its parent ends first
+ * (canceled, or its wait timed out): outcome `canceled`, a 409 RFC 9457
+ * problem with code `run_canceled`, as `engine.cancel` stores by default.
+ */
+export const PARENT_ENDED: StoredResponse = Object.freeze({
+  outcome: "canceled",
+  status: 409,
+  body: JSON.stringify({
+    type: "about:blank",
+    title: "Canceled",
+    status: 409,
+    code: "run_canceled",
+    detail: "the parent run ended before this child completed",
+  }),
+});
+
 /** The parent run and item whose children are meant. */
 export interface ParentItem {
   readonly tenantId: string;
@@ -296,8 +313,9 @@ function cancelAll(t: Tables, doomed: ReturnType<typeof sql>, response: StoredRe
 
 /**
  * Cancel the children of the parent `(tenantId, key, runId)` that have not
- * completed (of every item), with `response` (outcome `canceled`). In flight
- * ones lose their owner as by `engine.cancel`: their next write is refused.
+ * completed (of every item, and their own children, at any depth), with
+ * `response` (outcome `canceled`). In flight ones lose their owner as by
+ * `engine.cancel`: their next write is refused.
  *
  * @returns how many were canceled.
  */
@@ -307,10 +325,17 @@ export async function cancelChildren(
   parent: { readonly tenantId: string; readonly key: string; readonly runId: string },
   response: StoredResponse,
 ): Promise<number> {
-  const doomed = sql`SELECT tenant_id, key FROM ${t.runs}
-    WHERE tenant_id = ${parent.tenantId} AND parent_key = ${parent.key} AND parent_run_id = ${parent.runId}
-      AND status <> 'completed'
-    ORDER BY key FOR UPDATE`;
+  // The children, theirs in turn, and so on: a canceled child's own children have no one left to wait for them.
+  const doomed = sql`WITH RECURSIVE tree AS (
+      SELECT tenant_id, key, run_id FROM ${t.runs}
+      WHERE tenant_id = ${parent.tenantId} AND parent_key = ${parent.key} AND parent_run_id = ${parent.runId}
+      UNION
+      SELECT c.tenant_id, c.key, c.run_id FROM ${t.runs} c
+      JOIN tree ON c.tenant_id = tree.tenant_id AND c.parent_key = tree.key AND c.parent_run_id = tree.run_id
+    )
+    SELECT r.tenant_id, r.key FROM ${t.runs} r JOIN tree USING (tenant_id, key)
+    WHERE r.status <> 'completed'
+    ORDER BY r.key FOR UPDATE OF r`;
   const { rows } = await sql<{ n: number }>`/* idempo:cancel_children */
     WITH ${cancelAll(t, doomed, response)}
   `.execute(db);
@@ -342,4 +367,28 @@ export async function cancelOrphanedChildren(
     WITH ${cancelAll(t, doomed, response)}
   `.execute(db);
   return rows[0]?.n ?? 0;
+}
+
+/** One child of a run as operators see it. */
+export interface ChildLinkRow {
+  readonly key: string;
+  readonly item: string;
+  readonly index: number;
+  readonly workflow: string;
+  readonly status: RunStatus;
+  readonly outcome: RunOutcome | null;
+}
+
+/** Every child of the run `(tenantId, key, runId)`, by item and index: what `inspect` shows. */
+export async function childLinks(
+  db: Executor,
+  t: Tables,
+  parent: { readonly tenantId: string; readonly key: string; readonly runId: string },
+): Promise<ChildLinkRow[]> {
+  const { rows } = await sql<ChildLinkRow>`/* idempo:child_links */
+    SELECT key, parent_item AS item, child_index AS index, workflow, status, outcome FROM ${t.runs}
+    WHERE tenant_id = ${parent.tenantId} AND parent_key = ${parent.key} AND parent_run_id = ${parent.runId}
+    ORDER BY parent_item, child_index
+  `.execute(db);
+  return rows;
 }

@@ -23,6 +23,7 @@ import {
   childrenOf,
   failChildrenTimeout,
   lockForChildren,
+  PARENT_ENDED,
   startChildren,
   suspendForChildren,
 } from "../../store/children.js";
@@ -46,21 +47,6 @@ function timeoutResponse(kind: string, name: string, timeoutMs: number | undefin
       status: 408,
       code: "children_timeout",
       detail: `the children of ${kind} '${name}' did not complete within ${timeoutMs ?? 0} ms; those still running were canceled`,
-    }),
-  };
-}
-
-/** What an operator's cancel (and a timed-out parent) stores on a child it cancels. */
-export function parentEndedResponse(): StoredResponse {
-  return {
-    outcome: "canceled",
-    status: 409,
-    body: JSON.stringify({
-      type: "about:blank",
-      title: "Canceled",
-      status: 409,
-      code: "run_canceled",
-      detail: "the parent run ended before this child completed",
     }),
   };
 }
@@ -97,7 +83,7 @@ export async function runChildren(run: ChildItemRun): Promise<Outcome> {
     throw lease.lost();
   }
   // After the parent's commit, never under its lock; a crash before this is repaired by the sweeper.
-  await cancelChildren(deps.db, deps.tables, plan.own, parentEndedResponse());
+  await cancelChildren(deps.db, deps.tables, plan.own, PARENT_ENDED);
   return { kind: "done", result: resultOf(response, false) };
 }
 

@@ -10,6 +10,7 @@ import { checkPayloadSize } from "../../json/payload-size.js";
 import { assertValidRunKey } from "../../keys/key-validation.js";
 import { CANCEL_OPTIONS, FORGET_OPTIONS, RETRY_FROM_OPTIONS } from "../../options/known-options.js";
 import { checkOptions } from "../../options/option-shape.js";
+import { cancelChildren, PARENT_ENDED } from "../../store/children.js";
 import type { RecordRow } from "../../store/operations.js";
 import { selectHistory, selectRecord } from "../../store/operations.js";
 import type { Executor, Tables } from "../../store/run-store.js";
@@ -62,7 +63,9 @@ export interface OperatorVerbs {
    * replayed to every later call with the key. A live owner finds out at
    * its next renewal or write: its `signal` aborts and its writes fail with
    * `LeaseLostError`, so nothing it had not committed lands. Effects already
-   * committed (phases, recorded steps, outbox messages) stay.
+   * committed (phases, recorded steps, outbox messages) stay. The run's
+   * child runs (`.child`, `.map`) and theirs that have not completed are
+   * canceled too, right after (outcome `canceled`, 409 `run_canceled`).
    *
    * @returns the completed record, with its history.
    * @throws RunStateError (409) when the run is already completed.
@@ -180,7 +183,11 @@ export function operatorVerbs(db: Executor, tables: Tables, maxPayloadBytes: num
       const text = JSON.stringify(body.value);
       checkPayloadSize("the body of cancel", text, maxPayloadBytes);
       const row = await cancelRun(db, tables, tenantId, key, { outcome: "canceled", status, body: text });
-      if (row) return withHistory(row);
+      if (row) {
+        // After the parent's commit, never under its row lock; a crash before it is repaired by the sweeper.
+        await cancelChildren(db, tables, { tenantId, key, runId: row.run_id }, PARENT_ENDED);
+        return withHistory(row);
+      }
       const now = await current(tenantId, key);
       throw new RunStateError(
         tenantId,

@@ -67,6 +67,7 @@ export async function runChildren(run: ChildItemRun): Promise<Outcome> {
     }
     // Read under the parent's lock: a child completing now waits for it, then sees the suspension.
     const children = await childrenOf(tx, deps.tables, parent);
+    if (hook) await hook(`read:${item.kind}:${item.name}`);
     if (children.every((c) => c.status === "completed")) return moveOn(run, tx, children);
     if (locked.timedOut) return "timed_out";
     lease.finishing();

@@ -1730,7 +1730,7 @@ BEGIN
   IF NOT FOUND THEN
     RETURN NULL;
   END IF;
-  UPDATE runs SET wait_kind = NULL, wake_at = clock_timestamp(), updated_at = clock_timestamp()
+  UPDATE runs SET wait_kind = NULL, wait_name = NULL, wake_at = clock_timestamp(), updated_at = clock_timestamp()
   WHERE (tenant_id, key) = (
     SELECT tenant_id, key FROM runs
     WHERE tenant_id = NEW.tenant_id AND parent_key = NEW.parent_key AND parent_item = NEW.parent_item

@@ -155,13 +155,14 @@ export async function startChildren(
     WITH made AS (
       INSERT INTO ${t.runs} (tenant_id, key, run_id, workflow, definition, definition_hash, fingerprint, input,
                              parsed_input_hash, status, owner_token, locked_until, attempt, retention_ms,
-                             tombstone_ms, wake_at, wait_kind, durable, workflow_version, parent_key,
+                             tombstone_ms, wake_at, wait_kind, wait_name, durable, workflow_version, parent_key,
                              parent_run_id, parent_item, child_index)
       SELECT ${own.tenantId}, n.key, n.run_id, ${s.workflow}, ${JSON.stringify(s.outline)}::json,
              ${s.definitionHash}, n.fingerprint, n.input::json, n.parsed_input_hash, 'suspended', NULL, NULL, 0,
              ${s.retentionMs}, ${s.tombstoneMs},
              CASE WHEN n.idx - 1 < ${s.runnable} THEN clock_timestamp() END,
              CASE WHEN n.idx - 1 < ${s.runnable} THEN NULL ELSE 'queued' END,
+             CASE WHEN n.idx - 1 < ${s.runnable} THEN NULL ELSE ${item} END,
              true, ${s.workflowVersion}, ${own.key}, ${own.runId}, ${item}, (n.idx - 1)::int
       FROM unnest(${sql.val(c.map((x) => x.key))}::text[], ${sql.val(c.map((x) => x.runId))}::text[],
                   ${sql.val(c.map((x) => x.fingerprint))}::text[], ${sql.val(c.map((x) => x.input))}::text[],

@@ -150,6 +150,10 @@ describe(".map and .child", () => {
     await engine.runOnce(payout, { tenantId: "ct", key: "p1", input: {} });
     worker(engine, { workflows: [payout] });
     await until(() => completed("ct", "p1"), "the parent times out");
+    // Its children are canceled right after the parent's completion commits.
+    for (const i of [0, 1, 2]) {
+      await until(() => completed("ct", deriveChildKey("ct", "p1", "ct_payout", "fan", i)), `child ${i} is canceled`);
+    }
     const parent = await engine.inspect("ct", "p1");
     expect(parent?.response?.status).toBe(408);
     expect(parent?.response?.outcome).toBe("failed");

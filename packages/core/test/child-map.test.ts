@@ -11,7 +11,7 @@ import { sql } from "kysely";
 import { describe, expect, it, onTestFinished } from "vitest";
 import { z } from "zod";
 import type { Engine, Worker } from "../src/index.ts";
-import { createEngine, deriveChildKey, workflow } from "../src/index.ts";
+import { createEngine, deriveChildKey, RunStateError, workflow } from "../src/index.ts";
 import { useTestDatabase } from "./support/db.ts";
 import { sleep } from "./support/faults.ts";
 import { latch } from "./support/latch.ts";
@@ -184,6 +184,10 @@ describe(".map and .child", () => {
     await engine.runOnce(payout, { tenantId: "cx", key: "p1", input: {} });
     worker(engine, { workflows: [payout] });
     await running.wait();
+    // Never forgotten while its parent waits (unless forced).
+    await expect(engine.forget("cx", deriveChildKey("cx", "p1", "cx_payout", "fan", 2))).rejects.toBeInstanceOf(
+      RunStateError,
+    );
     const canceled = await engine.cancel("cx", "p1");
     expect(canceled.response?.outcome).toBe("canceled");
     const parent = await engine.inspect("cx", "p1");

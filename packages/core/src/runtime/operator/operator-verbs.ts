@@ -124,10 +124,11 @@ export interface OperatorVerbs {
    * Delete a key's record and history, or its tombstone: the key is
    * forgotten and a reuse runs the workflow again from the start. Outbox
    * messages already committed stay and are still delivered. A run whose
-   * lease is live is refused unless `force` is given (see {@link ForgetOptions}).
+   * lease is live is refused unless `force` is given (see {@link ForgetOptions}),
+   * and so is a child run (`.child`, `.map`) whose parent has not completed.
    *
    * @returns the record as it was when deleted (`history` is `undefined`), or the tombstone.
-   * @throws RunStateError (409) when the lease is live and `force` is not set.
+   * @throws RunStateError (409) when the lease is live, or the run's parent waits for it, and `force` is not set.
    * @throws InvalidOptionError (500) for an unknown option or one of the wrong type.
    * @throws RunNotFoundError (404) when the key has no record, nor a tombstone in force.
    */
@@ -168,6 +169,21 @@ export function operatorVerbs(db: Executor, tables: Tables, maxPayloadBytes: num
     const row = await selectRecord(db, tables, tenantId, key);
     if (!row) throw new RunNotFoundError(tenantId, key);
     return row;
+  }
+
+  /** A child run whose parent has not completed is waited for: deleting it would leave the parent waiting for nothing. */
+  async function refuseWaitedChild(tenantId: string, key: string): Promise<void> {
+    const row = await selectRecord(db, tables, tenantId, key);
+    if (row?.parent_key == null) return;
+    const parent = await selectRecord(db, tables, tenantId, row.parent_key);
+    if (!parent || parent.status === "completed") return;
+    throw new RunStateError(
+      tenantId,
+      key,
+      row.status,
+      `is a child run of '${row.parent_key}' (item ${row.parent_item}), which has not completed: deleting it would ` +
+        "lose its answer or leave the parent waiting for nothing; cancel it instead (the parent reads the canceled answer), or pass force",
+    );
   }
 
   return {
@@ -263,6 +279,7 @@ export function operatorVerbs(db: Executor, tables: Tables, maxPayloadBytes: num
     async forget(tenantId, key, options = {}) {
       checkKey(tenantId, key);
       checkOptions("forget", FORGET_OPTIONS, options);
+      if (options.force !== true) await refuseWaitedChild(tenantId, key);
       const row = await deleteRun(db, tables, tenantId, key, options.force === true);
       if (row) return toRecord(row, undefined);
       const tombstone = await deleteTombstone(db, tables, tenantId, key);

@@ -157,7 +157,7 @@ describe(".map and .child", () => {
     const parent = await engine.inspect("ct", "p1");
     expect(parent?.response?.status).toBe(408);
     expect(parent?.response?.outcome).toBe("failed");
-    expect((parent?.response?.body as { code?: string }).code).toBe("children_timeout");
+    expect(parent?.response?.body).toMatchObject({ code: "children_timeout" });
     expect(parent?.children?.map((c) => [c.index, c.status, c.outcome])).toEqual([
       [0, "completed", "canceled"],
       [1, "completed", "canceled"],

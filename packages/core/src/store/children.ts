@@ -58,7 +58,7 @@ export interface ChildRow {
 }
 
 /** One child to create: its key, run id and request. */
-export interface NewChild {
+interface NewChild {
   readonly key: string;
   readonly runId: string;
   readonly fingerprint: string;

@@ -65,4 +65,32 @@ describe("retryFrom on a parent", () => {
       [2, 1],
     ]);
   });
+
+  it("a parent key reused after its retention starts new children, replacing the earlier run's kept ones", async () => {
+    const engine = createEngine({ db: t.db });
+    let calls = 0;
+    const child = workflow("rk_child")
+      .step("effect", () => ({ call: ++calls }))
+      .respond(({ state }) => ({ status: 200, body: state.call }));
+    const parent = workflow("rk_parent", { retentionMs: 1, tombstoneMs: 0 })
+      .map("fan", child, () => [{}, {}])
+      .respond(({ state }) => ({ status: 200, body: state.fan.map((r) => r.body) }));
+    const w = engine.startWorker({ workflows: [parent], sweep: false, intervalMs: 50 });
+    onTestFinished(() => w.stop());
+    await engine.runOnce(parent, { tenantId: "rf", key: "rk", input: {} });
+    await until(async () => (await statusOf("rk")) === "completed", "the first run completes");
+    const firstRun = (await engine.inspect("rf", "rk"))?.runId;
+    // Past the parent's retention, the key names a new run; the children's records (24 h) are still kept.
+    await expect
+      .poll(async () => (await engine.runOnce(parent, { tenantId: "rf", key: "rk", input: {} })).outcome, {
+        timeout: 10_000,
+      })
+      .toBe("suspended");
+    const second = await engine.inspect("rf", "rk");
+    expect(second?.runId).not.toBe(firstRun);
+    await until(async () => (await statusOf("rk")) === "completed", "the second run completes");
+    const done = await engine.inspect("rf", "rk");
+    expect(done?.status === "completed" && (done.response?.body as number[]).slice().sort()).toEqual([3, 4]);
+    expect(done?.children?.length).toBe(2);
+  });
 });

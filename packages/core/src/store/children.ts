@@ -151,6 +151,12 @@ export async function startChildren(
   s: ChildrenStart,
 ): Promise<void> {
   const c = s.children;
+  await dropEarlierChildren(
+    tx,
+    t,
+    own,
+    c.map((x) => x.key),
+  );
   await sql`/* idempo:start_children */
     WITH made AS (
       INSERT INTO ${t.runs} (tenant_id, key, run_id, workflow, definition, definition_hash, fingerprint, input,
@@ -181,6 +187,31 @@ export async function startChildren(
       )
     )
     SELECT pg_notify(${DUE_CHANNEL}, ${s.workflow}) WHERE EXISTS (SELECT 1 FROM made)
+  `.execute(tx);
+}
+
+/**
+ * Before an item creates its children: delete the completed children of an
+ * earlier run of the same parent key (a key reused after its retention
+ * while a child's record was still kept) under the keys about to be
+ * derived again, with their history and signals, so the new run's
+ * children can take the keys. Anything else under such a key stays, and
+ * the item finds fewer children than it made.
+ */
+async function dropEarlierChildren(tx: Executor, t: Tables, own: Ownership, keys: readonly string[]): Promise<void> {
+  if (keys.length === 0) return;
+  await sql`/* idempo:drop_earlier_children */
+    WITH gone AS (
+      DELETE FROM ${t.runs}
+      WHERE tenant_id = ${own.tenantId} AND key = ANY(${sql.val(keys)}::text[]) AND parent_key = ${own.key}
+        AND parent_run_id <> ${own.runId} AND status = 'completed'
+      RETURNING tenant_id, key, run_id
+    ), forgotten AS (
+      DELETE FROM ${t.history} h USING gone g
+      WHERE h.tenant_id = g.tenant_id AND h.key = g.key AND h.run_id = g.run_id
+    )
+    DELETE FROM ${t.signals} s USING gone g
+    WHERE s.tenant_id = g.tenant_id AND s.key = g.key AND s.run_id = g.run_id
   `.execute(tx);
 }
 

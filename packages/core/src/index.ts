@@ -31,7 +31,7 @@ export {
   WorkflowUsageError,
 } from "./errors.js";
 export type { JsonObject, JsonValue } from "./json/json-value.js";
-export { deriveStepKey } from "./keys/derived-key.js";
+export { deriveChildKey, deriveStepKey } from "./keys/derived-key.js";
 export { MAX_KEY_BYTES } from "./keys/key-validation.js";
 export { type PreparedStatementsOptions, withPreparedStatements } from "./prepared-statements.js";
 export type { EnqueueRequest, EnqueueResult } from "./runtime/admission/enqueue.js";
@@ -74,9 +74,11 @@ export type {
   OverviewWindow,
 } from "./runtime/operator/overview.js";
 export type {
+  ChildLink,
   HistoryEntry,
   KeyPage,
   ListKeysOptions,
+  ParentLink,
   RunOutcome,
   RunRecord,
   RunStatus,
@@ -97,7 +99,7 @@ export type { SignalOptions } from "./runtime/signal-delivery/deliver-signal.js"
 export type { SignalResult } from "./runtime/signal-delivery/signal-acceptance.js";
 export type { WaitOptions } from "./runtime/signal-delivery/wait-for-completion.js";
 export type { LogFields, Logger } from "./telemetry/logger.js";
-export type { StateUpdate, WorkflowBuilder } from "./workflow/builder.js";
+export type { WorkflowBuilder } from "./workflow/builder.js";
 export type {
   EnqueueOptions,
   Outbox,
@@ -110,10 +112,13 @@ export type {
   TimeoutContext,
 } from "./workflow/context.js";
 export type {
+  ChildResult,
   ConcurrencyInfo,
   ConcurrencyOptions,
+  MapOptions,
   ParallelOptions,
   SleepDuration,
+  StateUpdate,
   StepOptions,
   UnknownErrorPolicy,
   WaitForOptions,

@@ -140,7 +140,9 @@ async function main(): Promise<boolean> {
     const tally = await story({ db, pglite, engine, flows, provider });
     const payouts = await payoutCounts(db, TENANT);
     const { rows } = await sql<{ n: number }>`
-      SELECT count(*)::int AS n FROM idempo.runs WHERE tenant_id = ${TENANT} AND workflow = 'seller_transfer'`.execute(db);
+      SELECT count(*)::int AS n FROM idempo.runs WHERE tenant_id = ${TENANT} AND workflow = 'seller_transfer'`.execute(
+      db,
+    );
     const lines = ORDERS.reduce((n, o) => n + o.lines.length, 0);
     const rate = RATE_LIMITS.provider;
     return printSummary([

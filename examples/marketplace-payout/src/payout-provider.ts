@@ -98,14 +98,18 @@ export class PayoutProvider {
     const text = JSON.stringify([request.merchantId, request.sellerId, request.orderId, request.amountCents]);
     const known = this.#keys.get(key);
     if (known) {
-      if (known.request !== text) throw new Error(`payment provider: idempotency key ${key} was used for another request`);
+      if (known.request !== text)
+        throw new Error(`payment provider: idempotency key ${key} was used for another request`);
       this.counts.replays++;
       return known.answer;
     }
     this.counts.transfers++;
     this.counts.transferredCents += request.amountCents;
     this.#made.push(`${request.orderId} ${request.sellerId}`);
-    const answer = { transferId: `tr_${String(this.counts.transfers).padStart(4, "0")}`, amountCents: request.amountCents };
+    const answer = {
+      transferId: `tr_${String(this.counts.transfers).padStart(4, "0")}`,
+      amountCents: request.amountCents,
+    };
     this.#keys.set(key, { request: text, answer });
     if (request.sellerId === "sel_lost" && this.counts.lostAnswers === 0) {
       this.counts.lostAnswers++;

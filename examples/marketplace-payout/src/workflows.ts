@@ -40,7 +40,12 @@ export function payoutWorkflows(provider: PayoutProvider) {
       "transfer",
       async ({ input, idempotencyKey }) =>
         provider.transfer(
-          { merchantId: input.merchantId, sellerId: input.sellerId, orderId: input.orderId, amountCents: input.amountCents },
+          {
+            merchantId: input.merchantId,
+            sellerId: input.sellerId,
+            orderId: input.orderId,
+            amountCents: input.amountCents,
+          },
           { idempotencyKey },
         ),
       {
@@ -68,7 +73,9 @@ export function payoutWorkflows(provider: PayoutProvider) {
       const merchantId = order.rows[0]?.merchant_id;
       if (merchantId === undefined) throw new Error(`order ${input.orderId} does not exist`);
       const lines = await sql<{ seller_id: string; amount_cents: number }>`
-        SELECT seller_id, amount_cents FROM order_lines WHERE order_id = ${input.orderId} ORDER BY seller_id`.execute(tx);
+        SELECT seller_id, amount_cents FROM order_lines WHERE order_id = ${input.orderId} ORDER BY seller_id`.execute(
+        tx,
+      );
       return { merchantId, lines: lines.rows.map((l) => ({ sellerId: l.seller_id, amountCents: l.amount_cents })) };
     })
     .map("transfers", sellerTransfer, ({ input, state }) =>

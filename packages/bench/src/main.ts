@@ -57,7 +57,9 @@ const ROUNDS = positive("BENCH_ROUNDS", 3);
 const SECONDS = positive("BENCH_SECONDS", ROUNDS > 1 ? 2 : 1);
 const SCALE = positive("BENCH_SCALE", ROUNDS > 1 ? 1 : 0.1);
 const BIG_ROWS = process.env.BENCH_BIG_ROWS ? positive("BENCH_BIG_ROWS", 0) : undefined;
-const PARTS = new Set((process.env.BENCH_PARTS ?? "cells,fanout,sweeper,scale,heap,otel").split(",").map((p) => p.trim()));
+const PARTS = new Set(
+  (process.env.BENCH_PARTS ?? "cells,fanout,sweeper,scale,heap,otel").split(",").map((p) => p.trim()),
+);
 const SYSTEMS = process.env.BENCH_SYSTEMS
   ? new Set(process.env.BENCH_SYSTEMS.split(",").map((s) => s.trim()))
   : undefined;

@@ -94,6 +94,12 @@ CREATE TABLE runs (
   concurrency_max  integer,
   -- The priority it was enqueued with (0018); NULL for its workflow's own `.priority`.
   priority         integer,
+  -- A child run (0020): its parent's key and run id, the `.child` or `.map`
+  -- item that started it and its index in the item's inputs; NULL otherwise.
+  parent_key       text,
+  parent_run_id    text,
+  parent_item      text,
+  child_index      integer,
   CONSTRAINT runs_pkey PRIMARY KEY (tenant_id, key),
   CONSTRAINT runs_status_check CHECK (status IN ('in_flight', 'completed', 'parked', 'suspended')),
   CONSTRAINT runs_outcome_check CHECK (outcome IN ('succeeded', 'failed', 'errored', 'canceled')),
@@ -104,7 +110,8 @@ CREATE TABLE runs (
     OR (status = 'completed' AND owner_token IS NULL AND response_status IS NOT NULL AND expires_at IS NOT NULL)
   ),
   CONSTRAINT runs_parked_reason_check CHECK (status <> 'parked' OR parked_reason IS NOT NULL),
-  CONSTRAINT runs_wait_kind_check CHECK (wait_kind IN ('sleep', 'signal'))
+  -- children: a parent waits for its children; queued: a child waits for a slot of its map's concurrency (0020).
+  CONSTRAINT runs_wait_kind_check CHECK (wait_kind IN ('sleep', 'signal', 'children', 'queued'))
 );
 
 -- One entry per phase, step call, sleep and wait of each attempt, and per
@@ -134,7 +141,7 @@ CREATE TABLE run_history (
   result       json,
   CONSTRAINT run_history_pkey PRIMARY KEY (tenant_id, key, entry_id),
   CONSTRAINT run_history_kind_check
-    CHECK (kind IN ('phase', 'step', 'sleep', 'wait', 'parallel', 'branch')),
+    CHECK (kind IN ('phase', 'step', 'sleep', 'wait', 'parallel', 'branch', 'child', 'map')),
   CONSTRAINT run_history_outcome_check
     CHECK (outcome IN ('started', 'interrupted', 'succeeded', 'failed', 'reconciled', 'discarded'))
 );
@@ -156,6 +163,9 @@ CREATE INDEX runs_suspended_wake_at ON runs (wake_at) WHERE status = 'suspended'
 -- stand in wake-up order (0018). Only those runs are in it.
 CREATE INDEX runs_suspended_priority ON runs (priority DESC, wake_at)
   WHERE status = 'suspended' AND priority IS NOT NULL;
+
+-- A parent's children by item, in input order (0020).
+CREATE INDEX runs_children ON runs (tenant_id, parent_key, parent_item, child_index) WHERE parent_key IS NOT NULL;
 
 
 -- ===========================================================================
@@ -1696,3 +1706,53 @@ BEGIN
   USING v_tenant_id, v_workflow, v_status, v_after, v_limit;
 END
 $$;
+
+-- ---------------------------------------------------------------------------
+-- Child runs (0020)
+-- ---------------------------------------------------------------------------
+
+-- A child just completed. The parent's row is locked first: a parent that
+-- suspends locks its own row before it reads its children, so the two
+-- serialise and the one that goes second sees the other (the lost wake-up:
+-- a last child completing while its parent decides to wait). Under that
+-- lock the next queued sibling becomes due (one completion frees one slot,
+-- so at most `concurrency` children are runnable at once), and when no
+-- sibling is left uncompleted, the parent waiting on the item becomes due.
+CREATE OR REPLACE FUNCTION child_completed() RETURNS trigger LANGUAGE plpgsql SET search_path FROM CURRENT AS $$
+DECLARE
+  v_parent runs;
+BEGIN
+  SELECT * INTO v_parent FROM runs
+  WHERE tenant_id = NEW.tenant_id AND key = NEW.parent_key AND run_id = NEW.parent_run_id
+  FOR UPDATE;
+  IF NOT FOUND THEN
+    RETURN NULL;
+  END IF;
+  UPDATE runs SET wait_kind = NULL, wake_at = clock_timestamp(), updated_at = clock_timestamp()
+  WHERE (tenant_id, key) = (
+    SELECT tenant_id, key FROM runs
+    WHERE tenant_id = NEW.tenant_id AND parent_key = NEW.parent_key AND parent_item = NEW.parent_item
+      AND parent_run_id = NEW.parent_run_id AND status = 'suspended' AND wait_kind = 'queued'
+    ORDER BY child_index
+    LIMIT 1
+  );
+  IF FOUND THEN
+    PERFORM pg_notify('idempo_due', NEW.workflow);
+  END IF;
+  IF v_parent.status = 'suspended' AND v_parent.wait_kind = 'children' AND v_parent.wait_name = NEW.parent_item
+     AND NOT EXISTS (
+       SELECT 1 FROM runs
+       WHERE tenant_id = NEW.tenant_id AND parent_key = NEW.parent_key AND parent_item = NEW.parent_item
+         AND parent_run_id = NEW.parent_run_id AND status <> 'completed'
+     ) THEN
+    UPDATE runs SET wake_at = clock_timestamp(), updated_at = clock_timestamp()
+    WHERE tenant_id = NEW.tenant_id AND key = NEW.parent_key;
+    PERFORM pg_notify('idempo_due', v_parent.workflow);
+  END IF;
+  RETURN NULL;
+END
+$$;
+
+CREATE TRIGGER runs_child_completed AFTER UPDATE OF status ON runs
+FOR EACH ROW WHEN (NEW.parent_key IS NOT NULL AND NEW.status = 'completed' AND OLD.status <> 'completed')
+EXECUTE FUNCTION child_completed();

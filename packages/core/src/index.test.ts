@@ -27,6 +27,7 @@ describe("public exports", () => {
       "WorkflowDefinitionError",
       "WorkflowUsageError",
       "createEngine",
+      "deriveChildKey",
       "deriveStepKey",
       "stepFailureOf",
       "withPreparedStatements",

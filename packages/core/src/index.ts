@@ -21,7 +21,7 @@ export {
   WorkflowUsageError,
 } from "./errors.js";
 export type { JsonObject, JsonValue } from "./json/json-value.js";
-export { deriveStepKey } from "./keys/derived-key.js";
+export { deriveChildKey, deriveStepKey } from "./keys/derived-key.js";
 export { MAX_KEY_BYTES } from "./keys/key-validation.js";
 export { type PreparedStatementsOptions, withPreparedStatements } from "./prepared-statements.js";
 export type { EnqueueRequest, EnqueueResult } from "./runtime/admission/enqueue.js";
@@ -100,8 +100,10 @@ export type {
   TimeoutContext,
 } from "./workflow/context.js";
 export type {
+  ChildResult,
   ConcurrencyInfo,
   ConcurrencyOptions,
+  MapOptions,
   ParallelOptions,
   SleepDuration,
   StepOptions,

@@ -138,6 +138,8 @@ async function describeAfter(pool: pg.Pool, change: string): Promise<SchemaShape
   try {
     await client.query(`BEGIN; SET LOCAL search_path = "${SCHEMA}", public;`);
     await client.query(change);
+    // Described as the other side is (the catalog prints names on the search path unqualified, a trigger's function too).
+    await client.query("SET LOCAL search_path = public");
     return await describeSchema(client);
   } finally {
     await client.query("ROLLBACK");

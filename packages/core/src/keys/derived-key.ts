@@ -47,3 +47,20 @@ export function deriveDeliveryKey(
 ): string {
   return `dlv_${hash("sha256", JSON.stringify([tenantId, key, runId, phase, position]), "base64url")}`;
 }
+
+/**
+ * The key of a child run a `.child` or `.map` item starts: a pure function
+ * of (tenant id, the parent's key, the parent's workflow name, the item's
+ * name, the child's index in the item's inputs; 0 for `.child`), so every
+ * attempt of the parent derives the same keys, and a crash never starts a
+ * child twice. The child runs in the parent's tenant. `child_` plus 43
+ * base64url characters (49 in all).
+ *
+ * @example
+ * ```ts
+ * deriveChildKey('acme', 'payout-7', 'marketplace_payout', 'transfers', 2) // the third seller's transfer
+ * ```
+ */
+export function deriveChildKey(tenantId: string, key: string, workflow: string, item: string, index: number): string {
+  return `child_${hash("sha256", JSON.stringify([tenantId, key, workflow, item, index]), "base64url")}`;
+}

@@ -172,6 +172,9 @@ export const STEP_OPTIONS = optionShape({
 /** `.parallel(name, build, options)`; each branch's options are a `.step`'s. */
 export const PARALLEL_OPTIONS = optionShape({ concurrency: INTEGER });
 
+/** `.map(name, workflow, inputs, options)`: how many children run at once, and the parent's longest wait. */
+export const MAP_OPTIONS = optionShape({ concurrency: INTEGER, timeoutMs: INTEGER });
+
 /** `.concurrency(options)`; `max` is range-checked by the builder. */
 export const CONCURRENCY_OPTIONS = optionShape({ key: FUNCTION, max: INTEGER }, ["key", "max"]);
 

@@ -141,6 +141,7 @@ export function createContext<DB>(options: EngineOptions<DB>, engine: () => obje
       maxPayloadBytes,
       rateLimits,
       unavailableRetryMs,
+      retentionMs,
     }),
   };
 }

@@ -41,7 +41,7 @@ export interface RecordRow {
 }
 
 export interface HistoryRow {
-  kind: "phase" | "step" | "parallel" | "branch" | "sleep" | "wait";
+  kind: "phase" | "step" | "parallel" | "branch" | "child" | "map" | "sleep" | "wait";
   name: string;
   /** The branch of a `branch` entry (`name` is its parallel item); null for other kinds. */
   branch: string | null;

@@ -188,7 +188,7 @@ export async function recordFailure(
   t: Tables,
   own: Ownership,
   failure: {
-    kind: "phase" | "step" | "parallel" | "sleep" | "wait";
+    kind: "phase" | "step" | "parallel" | "child" | "map" | "sleep" | "wait";
     name: string;
     attempt: number;
     error: string;

@@ -3,19 +3,21 @@ import { WorkflowDefinitionError } from "../errors.js";
 import type { JsonValue } from "../json/json-value.js";
 import { MAX_PRIORITY, MAX_STORED_MS } from "../options/limits.js";
 import { intOption } from "../options/option-checks.js";
+import { childItem } from "./child-builder.js";
 import type { PhaseContext, ResponseSpec, RunInfo, StepContext } from "./context.js";
 import type {
+  ChildResult,
   ConcurrencyOptions,
   Definition,
   DefinitionOptions,
   Item,
+  MapOptions,
   ParallelOptions,
   SleepDuration,
   StepOptions,
   WaitForOptions,
   Workflow,
 } from "./definition.js";
-import { outlineEntry, outlineHash } from "./definition.js";
 import {
   checkConcurrency,
   checkInputSchema,
@@ -27,7 +29,7 @@ import {
 import type { Merge, ParallelBuilder } from "./parallel-builder.js";
 import { parallelItem } from "./parallel-builder.js";
 import type { Versioning } from "./versions.js";
-import { checkVersion, olderVersions, UNVERSIONED } from "./versions.js";
+import { checkVersion, finishedWorkflow, UNVERSIONED } from "./versions.js";
 
 /** What a phase or step may return: an object merged into `state`, or nothing. */
 export type StateUpdate = object | undefined | void;
@@ -80,9 +82,7 @@ export class WorkflowBuilder<DB, In, I, S> {
    * @example
    * ```ts
    * // Runs started on `checkout` (version 1) finish there; new runs take version 2.
-   * const checkoutV2 = workflow('checkout').version(2).replaces(checkout)
-   *   .phase('create_order', () => ({ orderId: 'o-1' }))
-   *   .respond(({ state }) => ({ status: 201, body: state }))
+   * const checkoutV2 = workflow('checkout').version(2).replaces(checkout).phase('order', () => ({})).respond(...)
    * ```
    * @param version an integer from 1 to 2 147 483 647; higher is newer.
    * @throws WorkflowDefinitionError on any other value, or when the version was already set.
@@ -105,13 +105,7 @@ export class WorkflowBuilder<DB, In, I, S> {
    * replaces is kept too, so `v3.replaces(v2)` also keeps what `v2`
    * replaces. May be called more than once; checked by `respond`.
    *
-   * @example
-   * ```ts
-   * const v1 = workflow('signup').phase('create', () => ({})).respond(() => ({ status: 201, body: null }))
-   * const v2 = workflow('signup').version(2).replaces(v1)
-   *   .phase('create', () => ({})).phase('welcome', () => ({}))
-   *   .respond(() => ({ status: 201, body: null }))
-   * ```
+   * @example `const v2 = workflow('signup').version(2).replaces(v1).phase('create', () => ({})).respond(...)`
    * @param older finished workflows with the same name and lower versions.
    * @throws WorkflowDefinitionError from `respond` when one is not a
    * finished workflow, has another name or a version not below this one,
@@ -262,15 +256,10 @@ export class WorkflowBuilder<DB, In, I, S> {
    *
    * @example
    * ```ts
-   * workflow('order_placed')
-   *   .input(z.object({ orderId: z.string() }))
-   *   .parallel('notify', (p) => p
-   *     .step('email', async ({ input, idempotencyKey, signal }) =>
-   *       ({ id: (await mailer.send({ orderId: input.orderId, idempotencyKey, signal })).id }))
-   *     .step('sms', async ({ input, idempotencyKey }) =>
-   *       ({ id: (await sms.send({ orderId: input.orderId, idempotencyKey })).id }), { retries: 3 }),
-   *     { concurrency: 2 })
-   *   .respond(({ state }) => ({ status: 200, body: { email: state.notify.email.id, sms: state.notify.sms.id } }))
+   * workflow('order_placed').parallel('notify', (p) => p
+   *   .step('email', async ({ idempotencyKey, signal }) => ({ id: await mailer.send({ idempotencyKey, signal }) }))
+   *   .step('sms', async ({ idempotencyKey }) => ({ id: await sms.send({ idempotencyKey }) }), { retries: 3 }),
+   *   { concurrency: 2 })
    * ```
    * @param build declares the branches: `(p) => p.step(a, fn, options?).step(b, fn, options?)`; at least one.
    * @param options `concurrency`: how many branches run at once (Default: all); see {@link ParallelOptions}.
@@ -284,6 +273,38 @@ export class WorkflowBuilder<DB, In, I, S> {
   ): WorkflowBuilder<DB, In, I, Merge<S, { [K in N]: R }>> {
     checkName("parallel", name);
     return this.#add(parallelItem(`workflow '${this.#name}', parallel '${name}'`, name, build, options));
+  }
+
+  /**
+   * Start one child run of `wf` (its input from `input`), created in the
+   * transaction that records the item's start under a key derived from this
+   * run, and suspend, holding nothing, until workers completed it; its
+   * stored `{ status, body, outcome }` is merged into state under `name`.
+   * @example `.child('transfer', transfer, ({ input }) => ({ sellerId: input.sellerId }))`; see docs/fan-out.md.
+   * @throws WorkflowDefinitionError when `name` is taken, `wf` is not a finished workflow or `input` not a function.
+   */
+  child<N extends string, CIn, CB>(
+    name: N,
+    wf: Workflow<CIn, CB>,
+    input: (info: RunInfo<I, S>) => CIn | Promise<CIn>,
+  ): WorkflowBuilder<DB, In, I, Merge<S, { [K in N]: ChildResult<CB> }>> {
+    return this.#add(childItem(this.#name, name, wf as Workflow<unknown, unknown>, input, undefined));
+  }
+
+  /**
+   * Fan out and in: as `.child`, one child per element of `inputs`' array
+   * (all created in one transaction), their results merged in input order;
+   * `options`: `concurrency` (children runnable at once), `timeoutMs` ({@link MapOptions}).
+   * @example `.map('transfers', transfer, ({ input }) => input.sellers.map((sellerId) => ({ sellerId })), { concurrency: 5 })`
+   * @throws WorkflowDefinitionError as `.child`; InvalidOptionError on an unknown option or one out of range.
+   */
+  map<N extends string, CIn, CB>(
+    name: N,
+    wf: Workflow<CIn, CB>,
+    inputs: (info: RunInfo<I, S>) => readonly CIn[] | Promise<readonly CIn[]>,
+    options: MapOptions = {},
+  ): WorkflowBuilder<DB, In, I, Merge<S, { [K in N]: ChildResult<CB>[] }>> {
+    return this.#add(childItem(this.#name, name, wf as Workflow<unknown, unknown>, inputs, options ?? {}));
   }
 
   /**
@@ -342,13 +363,7 @@ export class WorkflowBuilder<DB, In, I, S> {
    * `outcome: 'suspended'`); without it the body is `null`. `fn` gets
    * `{ input, state, key, tenantId, attempt }` with the state committed at
    * the suspension; its result must be a JSON value.
-   * @example
-   * ```ts
-   * workflow('export')
-   *   .phase('queue', () => ({ exportId: 'e-1' }))
-   *   .accepted(({ state }) => ({ exportId: state.exportId ?? null, ready: false })) // the 202's body
-   *   .sleep('render', 60_000)
-   * ```
+   * @example `workflow('export').phase('queue', () => ({ exportId: 'e-1' })).accepted(({ state }) => ({ exportId: state.exportId ?? null }))`
    */
   accepted(fn: (info: RunInfo<I, Partial<S>>) => unknown): WorkflowBuilder<DB, In, I, S> {
     if (typeof fn !== "function") {
@@ -372,22 +387,11 @@ export class WorkflowBuilder<DB, In, I, S> {
    * @throws WorkflowDefinitionError when what `.replaces()` was given does not fit (see there).
    */
   respond<B>(fn: (ctx: RunInfo<I, S>) => ResponseSpec<B> | Promise<ResponseSpec<B>>): Workflow<In, B> {
-    const outline = this.#items.map(outlineEntry);
-    const version = this.#versioning.version ?? 1;
-    const replaces = olderVersions(this.#name, version, this.#versioning.replaces);
-    const definition: Definition = Object.freeze({
-      name: this.#name,
-      schema: this.#schema,
-      items: this.#items,
-      respond: fn as Definition["respond"],
-      options: this.#options,
-      accepted: this.#accepted,
-      outline: Object.freeze(outline),
-      hash: outlineHash(outline),
-      version,
-      replaces,
-    });
-    return Object.freeze({ name: this.#name, version, definition });
+    const parts = { name: this.#name, schema: this.#schema, items: this.#items, options: this.#options };
+    return finishedWorkflow(
+      { ...parts, respond: fn as Definition["respond"], accepted: this.#accepted },
+      this.#versioning,
+    );
   }
 
   #add(item: Item): WorkflowBuilder<DB, In, I, never> {

@@ -1,5 +1,6 @@
 import { createHash } from "node:crypto";
 import type { z } from "zod";
+import type { JsonValue } from "../json/json-value.js";
 import type { PhaseContext, ReconcileContext, ResponseSpec, RunInfo, StepContext, TimeoutContext } from "./context.js";
 
 /** How a workflow treats an error that is neither `fail` nor `reject`. */
@@ -142,6 +143,35 @@ export interface ParallelOptions {
   concurrency?: number;
 }
 
+/** Settings of a `.map` item. */
+export interface MapOptions {
+  /**
+   * How many children may be runnable at once, 1-10 000 (Default: all of
+   * them). The others are created with them but wait, not due, in input
+   * order; each child that completes makes the next one due, in its own
+   * completing transaction.
+   */
+  concurrency?: number;
+  /**
+   * The longest the parent waits for its children, in ms from the moment it
+   * first reaches the item, on the database clock, 1 to 100 years (Default:
+   * no timeout). Past it the item fails for good: the parent completes with
+   * a stored 408 whose problem code is `children_timeout`, and its children
+   * that have not completed are canceled.
+   */
+  timeoutMs?: number;
+}
+
+/**
+ * What a `.child` item (each element of a `.map` item's array) puts in
+ * state: the child run's stored response. `B` is the child workflow's body
+ * when it succeeded; a failed, errored or canceled child's body is its
+ * stored problem or `ctx.fail` body.
+ */
+export type ChildResult<B> =
+  | { readonly status: number; readonly body: B; readonly outcome: "succeeded" }
+  | { readonly status: number; readonly body: JsonValue; readonly outcome: "failed" | "errored" | "canceled" };
+
 /** @internal One branch of a `.parallel` item: a step run beside the item's other branches. */
 export interface Branch {
   readonly name: string;
@@ -176,7 +206,18 @@ export interface DefinitionOptions extends WorkflowOptions {
   readonly priority?: number;
 }
 
-/** @internal One item of a definition: a phase, a step, a parallel item, a sleep or a wait for a signal. */
+/** @internal A `.child` or `.map` item. */
+export interface ChildrenItem<K extends "child" | "map"> {
+  readonly kind: K;
+  readonly name: string;
+  /** The child workflow's definition (its newest version: what new children start under). */
+  readonly child: Definition;
+  /** The child's input (`child`), or the children's inputs in order (`map`). */
+  readonly inputs: (info: RunInfo<unknown, unknown>) => unknown;
+  readonly options: MapOptions;
+}
+
+/** @internal One item of a definition: a phase, a step, a parallel item, a child or map item, a sleep or a wait for a signal. */
 export type Item =
   | {
       readonly kind: "phase";
@@ -195,6 +236,8 @@ export type Item =
       readonly branches: readonly Branch[];
       readonly options: ParallelOptions;
     }
+  | ChildrenItem<"child">
+  | ChildrenItem<"map">
   | {
       readonly kind: "sleep";
       readonly name: string;

@@ -7,7 +7,8 @@
  * of workflows is handed to `resumeStale` or `startWorker`.
  */
 import { InvalidOptionError, WorkflowDefinitionError } from "../errors.js";
-import type { Definition } from "./definition.js";
+import type { Definition, Workflow } from "./definition.js";
+import { outlineEntry, outlineHash } from "./definition.js";
 
 /** What `.version` and `.replaces` collected so far; checked together in `respond`. */
 export interface Versioning {
@@ -95,6 +96,30 @@ export function olderVersions(name: string, version: number, given: readonly unk
   return Object.freeze(older.sort(newestFirst));
 }
 
+/**
+ * The finished workflow `respond` returns: the definition of `parts`, with
+ * its outline, hash, version (1 unless set) and the older versions it
+ * replaces, checked.
+ *
+ * @throws WorkflowDefinitionError as {@link olderVersions}.
+ */
+export function finishedWorkflow(
+  parts: Pick<Definition, "name" | "schema" | "items" | "respond" | "options" | "accepted">,
+  versioning: Versioning,
+): Workflow<never, never> {
+  const outline = parts.items.map(outlineEntry);
+  const version = versioning.version ?? 1;
+  const replaces = olderVersions(parts.name, version, versioning.replaces);
+  const definition: Definition = Object.freeze({
+    ...parts,
+    outline: Object.freeze(outline),
+    hash: outlineHash(outline),
+    version,
+    replaces,
+  });
+  return Object.freeze({ name: parts.name, version, definition });
+}
+
 /** The deployed definitions of `def`'s workflow, newest first: `def` itself, then what it replaces. */
 export function versionsOf(def: Definition): readonly Definition[] {
   return [def, ...def.replaces];
@@ -139,7 +164,25 @@ export function deployedByName(where: string, workflows: unknown): Map<string, r
     }
   });
   for (const list of byName.values()) list.sort(newestFirst);
+  addChildWorkflows(byName);
   return byName;
+}
+
+/**
+ * The child workflows of `.child` and `.map` items run where their parents
+ * do: each one not given by name is added with its versions, and so are
+ * its own children in turn. A child workflow given in the list wins.
+ */
+function addChildWorkflows(byName: Map<string, Definition[]>): void {
+  const queue = [...byName.values()].flat();
+  for (let def = queue.shift(); def; def = queue.shift()) {
+    for (const item of def.items) {
+      if ((item.kind !== "child" && item.kind !== "map") || byName.has(item.child.name)) continue;
+      const versions = [...versionsOf(item.child)].sort(newestFirst);
+      byName.set(item.child.name, versions);
+      queue.push(...versions);
+    }
+  }
 }
 
 /** The `.priority` of the newest deployed version of each of `names` (0 when it sets none), in that order. */

@@ -31,6 +31,7 @@ import type { AttemptScope, Hook, ItemRun, OpenStep, Outcome } from "./item-run.
 import { respondWith, resultOf, runInfo } from "./item-run.js";
 import { LeaseKeeper } from "./lease-keeper.js";
 import type { ExecutorDeps, Plan } from "./plan.js";
+import { runChildren } from "./run-children.js";
 import { runParallel } from "./run-parallel.js";
 import { runPhase } from "./run-phase.js";
 import type { RunResult } from "./run-result.js";
@@ -113,6 +114,8 @@ export async function execute(deps: ExecutorDeps, plan: Plan): Promise<RunResult
             const info = runInfo(plan, s);
             if (item.kind === "step") return await runStep(itemRun(scope, item, info, last, openStep, span));
             if (item.kind === "parallel") return await runParallel(itemRun(scope, item, info, last, openStep, span));
+            if (item.kind === "child" || item.kind === "map")
+              return await runChildren(itemRun(scope, item, info, last, openStep, span));
             if (item.kind === "sleep") return await runSleep(itemRun(scope, item, info, last, openStep, span));
             if (item.kind === "wait") return await runWait(itemRun(scope, item, info, last, openStep, span));
             if (hook) await hook(`before:phase:${item.name}`);

@@ -44,4 +44,6 @@ export interface ExecutorDeps {
   readonly rateLimits: ReadonlyMap<string, Bucket>;
   /** How long work the database refused without running it is tried again, ms (`unavailableRetryMs`). */
   readonly unavailableRetryMs: number;
+  /** How long a completed record is kept unless its workflow says (`retentionMs`): what a child run is given. */
+  readonly retentionMs: number;
 }

@@ -24,7 +24,7 @@ export interface HistoryEntry {
    * each branch (as a step has per call) and, once every branch is
    * recorded, one `parallel` entry from its first branch's start to its commit.
    */
-  readonly kind: "phase" | "step" | "parallel" | "branch" | "sleep" | "wait";
+  readonly kind: "phase" | "step" | "parallel" | "branch" | "child" | "map" | "sleep" | "wait";
   /** The item's name; for a `branch` entry, the name of its parallel item. */
   readonly name: string;
   /** The branch's name for a `branch` entry; `null` for every other kind. */

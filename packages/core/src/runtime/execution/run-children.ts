@@ -1,0 +1,171 @@
+/**
+ * The runner of a `.child` or `.map` item. On the first visit the
+ * children's inputs are computed and checked, and the children are created
+ * (keys derived from the parent) in the transaction that records the
+ * item's start; in the same transaction the parent suspends, holding no
+ * owner and no lease. The completing transaction of the last child makes
+ * the parent due again (trigger of migration 0020); taken again, the
+ * parent reaches the item once more, finds every child completed and moves
+ * past it with their responses, in input order. Past `timeoutMs` the item
+ * fails for good: the parent completes with a stored 408, then its
+ * children that have not completed are canceled.
+ */
+import { InputValidationError, UnstorableValueError } from "../../errors.js";
+import { newId } from "../../ids.js";
+import { canonicalJson, fingerprintOf } from "../../json/fingerprint.js";
+import type { JsonValue } from "../../json/json-value.js";
+import { checkPayloadSize } from "../../json/payload-size.js";
+import { deriveChildKey } from "../../keys/derived-key.js";
+import type { ChildRow, ChildrenStart, ParentItem } from "../../store/children.js";
+import {
+  advancePastChildren,
+  cancelChildren,
+  childrenOf,
+  failChildrenTimeout,
+  lockForChildren,
+  startChildren,
+  suspendForChildren,
+} from "../../store/children.js";
+import type { Executor, StoredResponse } from "../../store/run-store.js";
+import { tombstoneMsOf } from "../engine-context.js";
+import type { ItemRun, Outcome } from "./item-run.js";
+import { advanced, itemProgress, resultOf, withResponse } from "./item-run.js";
+import { suspendedResult } from "./run-suspension.js";
+import { inputToJson, parsedInputHash, parseInput } from "./values.js";
+
+type ChildItemRun = ItemRun<"child" | "map">;
+
+/** The answer a parent stores when its children did not complete within `timeoutMs` (RFC 9457). */
+function timeoutResponse(kind: string, name: string, timeoutMs: number | undefined): StoredResponse {
+  return {
+    outcome: "failed",
+    status: 408,
+    body: JSON.stringify({
+      type: "about:blank",
+      title: "Request Timeout",
+      status: 408,
+      code: "children_timeout",
+      detail: `the children of ${kind} '${name}' did not complete within ${timeoutMs ?? 0} ms; those still running were canceled`,
+    }),
+  };
+}
+
+/** What an operator's cancel (and a timed-out parent) stores on a child it cancels. */
+export function parentEndedResponse(): StoredResponse {
+  return {
+    outcome: "canceled",
+    status: 409,
+    body: JSON.stringify({
+      type: "about:blank",
+      title: "Canceled",
+      status: 409,
+      code: "run_canceled",
+      detail: "the parent run ended before this child completed",
+    }),
+  };
+}
+
+/** A `.child` or `.map` item: start the children, or wait for them, or move past them. */
+export async function runChildren(run: ChildItemRun): Promise<Outcome> {
+  const { deps, plan, lease, item, info, hook } = run;
+  const parent: ParentItem = { tenantId: plan.own.tenantId, key: plan.own.key, runId: plan.own.runId, item: item.name };
+  // The inputs are computed once: only when the item has no children yet (a resume finds them).
+  const known = await childrenOf(deps.db, deps.tables, parent);
+  const start = known.length === 0 ? await planChildren(run) : undefined;
+  const work = deps.db.transaction().execute(async (tx): Promise<Outcome | "timed_out"> => {
+    const locked = await lockForChildren(tx, deps.tables, plan.own, item.name);
+    if (!locked) throw lease.lost();
+    if (start) {
+      await startChildren(tx, deps.tables, plan.own, item.name, start);
+      if (hook) await hook(`started:${item.kind}:${item.name}`);
+    }
+    // Read under the parent's lock: a child completing now waits for it, then sees the suspension.
+    const children = await childrenOf(tx, deps.tables, parent);
+    if (children.every((c) => c.status === "completed")) return moveOn(run, tx, children);
+    if (locked.timedOut) return "timed_out";
+    lease.finishing();
+    const wait = { item: item.name, timeoutMs: item.options.timeoutMs ?? null };
+    if (!(await suspendForChildren(tx, deps.tables, plan.own, wait))) throw lease.lost();
+    // A failing `accepted` rolls the children and the suspension back with it.
+    return { kind: "done", result: await suspendedResult(plan, info, deps.maxPayloadBytes) };
+  });
+  const outcome = await lease.until(work);
+  if (outcome !== "timed_out") return outcome;
+  lease.finishing();
+  const response = timeoutResponse(item.kind, item.name, item.options.timeoutMs);
+  if (!(await failChildrenTimeout(deps.db, deps.tables, plan.own, item.kind, item.name, response))) {
+    throw lease.lost();
+  }
+  // After the parent's commit, never under its lock; a crash before this is repaired by the sweeper.
+  await cancelChildren(deps.db, deps.tables, plan.own, parentEndedResponse());
+  return { kind: "done", result: resultOf(response, false) };
+}
+
+/** Every child completed: their responses into state under the item's name, and the item committed. */
+async function moveOn(run: ChildItemRun, tx: Executor, children: readonly ChildRow[]): Promise<Outcome> {
+  const { deps, plan, lease, item } = run;
+  const results = children.map((c) => ({
+    status: c.responseStatus ?? 500,
+    body: JSON.parse(c.responseBody ?? "null") as JsonValue,
+    outcome: c.outcome ?? "succeeded",
+  }));
+  const value = item.kind === "map" ? results : (results[0] ?? null);
+  const { state, progress } = itemProgress(run, `${item.kind} '${item.name}'`, { [item.name]: value }, value);
+  const adv = await withResponse(run, progress, state);
+  lease.finishing(adv.response !== undefined);
+  if (!(await advancePastChildren(tx, deps.tables, plan.own, item.kind, adv))) throw lease.lost();
+  return advanced(adv, state);
+}
+
+/**
+ * The children to create: the item's inputs (one for `.child`, the array
+ * of `.map`), each checked as `enqueue` checks a request (JSON, size, the
+ * child workflow's schema), under keys derived from the parent.
+ *
+ * @throws UnstorableValueError when the inputs are not an array (`map`) or one fails its checks: no retry can
+ * start that child, so the parent is parked.
+ */
+async function planChildren(run: ChildItemRun): Promise<ChildrenStart> {
+  const { deps, plan, lease, item, info } = run;
+  const where = `${item.kind} '${item.name}' of workflow '${plan.def.name}'`;
+  const given = await lease.until(Promise.resolve(item.inputs(info)));
+  if (item.kind === "map" && !Array.isArray(given)) {
+    throw new UnstorableValueError(`the inputs function of ${where}`, [
+      { path: "$", message: `must be an array of the children's inputs, got ${typeof given}` },
+    ]);
+  }
+  const inputs: readonly unknown[] = item.kind === "map" ? (given as unknown[]) : [given];
+  const child = item.child;
+  const children = [];
+  for (const [i, input] of inputs.entries()) {
+    const what = `the input of child ${i} of ${where}`;
+    try {
+      const json = inputToJson(input);
+      const canonical = canonicalJson(json);
+      checkPayloadSize(what, canonical, deps.maxPayloadBytes);
+      const parsed = await parseInput(child, json);
+      children.push({
+        key: deriveChildKey(plan.own.tenantId, plan.own.key, plan.def.name, item.name, i),
+        runId: newId(),
+        fingerprint: fingerprintOf(child.name, canonical),
+        input: JSON.stringify(json),
+        parsedInputHash: child.schema ? parsedInputHash(parsed) : null,
+      });
+    } catch (error) {
+      if (error instanceof InputValidationError) throw new UnstorableValueError(what, error.issues);
+      throw error;
+    }
+  }
+  return {
+    kind: item.kind,
+    attempt: plan.attempt,
+    workflow: child.name,
+    outline: child.outline,
+    definitionHash: child.hash,
+    workflowVersion: child.version,
+    retentionMs: child.options.retentionMs ?? deps.retentionMs,
+    tombstoneMs: tombstoneMsOf(child),
+    runnable: item.options.concurrency ?? Math.max(inputs.length, 1),
+    children,
+  };
+}

@@ -5,7 +5,7 @@
  * on `payouts` guards the business effect itself: a seller is paid out
  * once per order, whatever runs.
  */
-import type { Kysely } from "kysely";
+import type { Generated, Kysely } from "kysely";
 import { sql } from "kysely";
 
 interface OrdersTable {
@@ -13,7 +13,7 @@ interface OrdersTable {
   tenant_id: string;
   /** The merchant account the provider makes the order's transfers from. */
   merchant_id: string;
-  status: "placed" | "paying_out" | "paid_out";
+  status: Generated<"placed" | "paying_out" | "paid_out">;
 }
 
 interface OrderLinesTable {

@@ -7,9 +7,11 @@
  * bank API is slow), and the first transfer to the seller `sel_lost` loses
  * its answer on the way back, after the money moved.
  *
- * It measures what the limits promise, from its side of the wire: the most
- * transfers in flight at once for one merchant account, and the most
- * requests that arrived within any one second.
+ * Like a real provider it has a rate limit of its own, a little above the
+ * one the workflows are given (a client keeps a margin below its
+ * provider's limit): a request over it is refused with a 429 and counted.
+ * And it measures, from its side of the wire, the most transfers in flight
+ * at once for one merchant account.
  */
 
 /** What a transfer request carries besides its key. */
@@ -35,6 +37,15 @@ export class ProviderTimeoutError extends Error {
   }
 }
 
+/** The request came over the provider's rate limit: nothing was done; try again later. */
+export class ProviderRateLimitError extends Error {
+  readonly status = 429;
+  constructor() {
+    super("payment provider: 429 too many requests");
+    this.name = "ProviderRateLimitError";
+  }
+}
+
 /** What the provider did, counted once per effect. */
 export interface ProviderCounts {
   /** Requests received, repeats of a key included. */
@@ -46,10 +57,15 @@ export interface ProviderCounts {
   transferredCents: number;
   /** Answers lost on the way back (the transfer was made). */
   lostAnswers: number;
+  /** Requests refused with 429: over the provider's rate limit. */
+  refused: number;
 }
 
+/** The provider's own limit: 10 requests a second, bursts of 3 (a token bucket, on this process's clock). */
+export const PROVIDER_LIMIT = { perSecond: 10, burst: 3 } as const;
+
 /** How long one transfer takes, ms. */
-const TRANSFER_MS = 120;
+const TRANSFER_MS = 400;
 
 interface Known {
   readonly request: string;
@@ -64,24 +80,35 @@ interface Known {
  * await provider.transfer({ merchantId: 'm_books', sellerId: 'sel_ada', orderId: 'ord_1', amountCents: 1200 }, { idempotencyKey })
  */
 export class PayoutProvider {
-  readonly counts: ProviderCounts = { requests: 0, replays: 0, transfers: 0, transferredCents: 0, lostAnswers: 0 };
+  readonly counts: ProviderCounts = {
+    requests: 0,
+    replays: 0,
+    transfers: 0,
+    transferredCents: 0,
+    lostAnswers: 0,
+    refused: 0,
+  };
   readonly #keys = new Map<string, Known>();
   /** Each transfer made, as `orderId sellerId`. */
   readonly #made: string[] = [];
   readonly #inFlight = new Map<string, number>();
   readonly #mostInFlight = new Map<string, number>();
-  /** When each request arrived (ms, this process's monotonic clock). */
-  readonly #arrivals: number[] = [];
+  #tokens: number = PROVIDER_LIMIT.burst;
+  #refilledAt = performance.now();
 
   /**
    * Transfer money from a merchant's account to a seller, once per idempotency key.
    *
+   * @throws ProviderRateLimitError (429) over the provider's rate limit: nothing was done.
    * @throws ProviderTimeoutError when the answer is lost (the transfer was made: repeat the request with the same key).
    * @throws Error when the key was used before for another request.
    */
   async transfer(request: TransferRequest, options: { idempotencyKey: string }): Promise<TransferAnswer> {
     this.counts.requests++;
-    this.#arrivals.push(performance.now());
+    if (!this.#takeToken()) {
+      this.counts.refused++;
+      throw new ProviderRateLimitError();
+    }
     const merchant = request.merchantId;
     const now = (this.#inFlight.get(merchant) ?? 0) + 1;
     this.#inFlight.set(merchant, now);
@@ -128,15 +155,13 @@ export class PayoutProvider {
     return this.#mostInFlight.get(merchantId) ?? 0;
   }
 
-  /** The most requests that arrived within any one second. */
-  busiestSecond(): number {
-    const times = [...this.#arrivals].sort((a, b) => a - b);
-    let most = 0;
-    let start = 0;
-    times.forEach((t, end) => {
-      while ((times[start] as number) <= t - 1_000) start++;
-      most = Math.max(most, end - start + 1);
-    });
-    return most;
+  #takeToken(): boolean {
+    const now = performance.now();
+    const earned = ((now - this.#refilledAt) / 1_000) * PROVIDER_LIMIT.perSecond;
+    this.#tokens = Math.min(PROVIDER_LIMIT.burst, this.#tokens + earned);
+    this.#refilledAt = now;
+    if (this.#tokens < 1) return false;
+    this.#tokens -= 1;
+    return true;
   }
 }

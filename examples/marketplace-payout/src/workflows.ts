@@ -17,10 +17,14 @@ import { workflow } from "@idempo/core";
 import { sql } from "kysely";
 import { z } from "zod";
 import type { PayoutProvider } from "./payout-provider.js";
-import { ProviderTimeoutError } from "./payout-provider.js";
+import { ProviderRateLimitError, ProviderTimeoutError } from "./payout-provider.js";
 
-/** The provider's allowance for the whole fleet, shared through the database: give every process the same. */
-export const RATE_LIMITS: Record<"provider", RateLimitOptions> = { provider: { perSecond: 20, burst: 4 } };
+/**
+ * The provider's allowance for the whole fleet, shared through the
+ * database, a margin below the provider's own limit (10 a second, bursts
+ * of 3): give every process the same.
+ */
+export const RATE_LIMITS: Record<"provider", RateLimitOptions> = { provider: { perSecond: 8, burst: 2 } };
 /** At most this many transfers at once per merchant account, across every process. */
 export const TRANSFERS_PER_MERCHANT = 2;
 
@@ -51,9 +55,10 @@ export function payoutWorkflows(provider: PayoutProvider) {
       {
         rateLimit: "provider",
         // A lost answer: ask again with the same key; the provider answers without transferring again.
-        retries: 2,
-        backoffMs: 50,
-        retryable: (error) => error instanceof ProviderTimeoutError,
+        // A 429 (which the bucket keeps from happening) would be tried again a little later.
+        retries: 3,
+        backoffMs: 100,
+        retryable: (error) => error instanceof ProviderTimeoutError || error instanceof ProviderRateLimitError,
       },
     )
     .phase("record", async ({ tx, input, state }) => {

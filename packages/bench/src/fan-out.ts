@@ -74,13 +74,14 @@ async function enqueuedFanout(engine: Engine, db: Kysely<unknown>): Promise<void
  */
 export function prepareFanout(url: string): FanoutBench {
   const pool = openPool(url, 20);
-  const listenPools = [new pg.Pool({ connectionString: url, max: 1 }), new pg.Pool({ connectionString: url, max: 1 })];
+  const engineListen = new pg.Pool({ connectionString: url, max: 1 });
+  const workerListen = new pg.Pool({ connectionString: url, max: 1 });
   const db = new Kysely<unknown>({ dialect: new PostgresDialect({ pool }) });
-  const engine = createEngine({ db, listen: listenPools[0] });
+  const engine = createEngine({ db, listen: engineListen });
   const worker: Worker = engine.startWorker({
     workflows: [fanoutParent, fanoutChild],
     concurrency: 16,
-    listen: listenPools[1],
+    listen: workerListen,
   });
   return {
     cells: [
@@ -102,7 +103,7 @@ export function prepareFanout(url: string): FanoutBench {
     async close() {
       await worker.stop();
       await db.destroy();
-      await Promise.all(listenPools.map((p) => p.end()));
+      await Promise.all([engineListen.end(), workerListen.end()]);
     },
   };
 }

@@ -84,7 +84,7 @@ async function main(): Promise<number> {
           fanOutKills: kills,
           fanInKills: kills,
           leaseMs: options.leaseMs,
-          mode: "enqueue",
+          mode: "map",
           seed: options.seed,
           keepDatabase: options.keepDatabase,
           log,

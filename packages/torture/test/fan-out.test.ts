@@ -22,10 +22,10 @@ describe("torture: fan-out under concurrency and rate limits", () => {
       parents: 12,
       transfers: 20,
       workers: 3,
-      fanOutKills: 2,
-      fanInKills: 2,
+      fanOutKills: 3,
+      fanInKills: 3,
       leaseMs: 1_500,
-      mode: "enqueue",
+      mode: "map",
       seed: 20261202,
       log: (line) => lines.push(line),
     });
@@ -35,7 +35,7 @@ describe("torture: fan-out under concurrency and rate limits", () => {
     expect(report).toMatchObject({
       parents: 12,
       children: 12 * 20,
-      kills: { fanOut: 2, fanIn: 2 },
+      kills: { fanOut: 3, fanIn: 3 },
       limitsExceeded: 0,
       duplicateEffects: 0,
       lostIntents: 0,

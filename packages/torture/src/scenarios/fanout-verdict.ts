@@ -6,9 +6,9 @@
  * committed once (the ledger), each branch and step made one provider
  * operation under its derived key.
  */
-import { deriveStepKey } from "@idempo/core";
+import { deriveChildKey, deriveStepKey } from "@idempo/core";
 import type pg from "pg";
-import type { Limit } from "../workflows/fan-out.ts";
+import type { FanoutMode, Limit } from "../workflows/fan-out.ts";
 import { CHECKS, childName, parentName, transfersOf } from "../workflows/fan-out.ts";
 import type { Findings } from "./durable-context.ts";
 
@@ -31,6 +31,9 @@ export interface RunRow {
   readonly body: string | null;
   readonly input: string;
   readonly attempt: number;
+  /** The parent's key and the child's place in its `.map`, for a child the engine made. */
+  readonly parent_key: string | null;
+  readonly child_index: number | null;
 }
 
 /** The counts of the verdict; the problems go to `findings`. */
@@ -52,6 +55,7 @@ const id = (...parts: string[]) => parts.join("\u0000");
  */
 export async function judgeFanout(
   pool: pg.Pool,
+  mode: FanoutMode,
   batches: readonly Batch[],
   runs: readonly RunRow[],
   childrenOf: (batch: Batch) => readonly RunRow[],
@@ -124,12 +128,14 @@ export async function judgeFanout(
     );
     const fee = operation(where, b.tenantId, b.key, "fee", deriveStepKey(b.tenantId, b.key, parent, "fee"));
     if (checks.some((c) => c === undefined) || fee === undefined) complete = false;
-    if (run?.status === "completed") {
-      const body = JSON.parse(run.body ?? "null") as { checks?: unknown; feeId?: unknown } | null;
-      if (JSON.stringify(body?.checks) !== JSON.stringify(checks) || body?.feeId !== fee) {
-        findings.violation(`${where}: its response ${run.body} disagrees with its provider operations`);
-      }
+    const body = JSON.parse(run?.body ?? "null") as { checks?: unknown; feeId?: unknown; transfers?: unknown } | null;
+    if (
+      run?.status === "completed" &&
+      (JSON.stringify(body?.checks) !== JSON.stringify(checks) || body?.feeId !== fee)
+    ) {
+      findings.violation(`${where}: its response ${run.body} disagrees with its provider operations`);
     }
+    const collected: (string | null)[] = [];
 
     // Each child exactly once, with the input its parent gave it, completed with its one transfer.
     const expected = transfersOf(b.input);
@@ -145,6 +151,12 @@ export async function judgeFanout(
         continue;
       }
       seen.set(input.index, c);
+      if (mode === "map") {
+        const key = deriveChildKey(b.tenantId, b.key, parent, "transfers", input.index);
+        if (c.key !== key || c.child_index !== input.index) {
+          findings.violation(`${where}: child ${c.key} #${c.child_index} of transfer ${input.index}, expected ${key}`);
+        }
+      }
       const want = expected[input.index];
       if (JSON.stringify(JSON.parse(c.input)) !== JSON.stringify(want)) {
         findings.violation(`${where}: child ${c.key} has input ${c.input}, expected ${JSON.stringify(want)}`);
@@ -159,8 +171,9 @@ export async function judgeFanout(
         "transfer",
         deriveStepKey(c.tenant_id, c.key, childName(b.max), "transfer"),
       );
-      const body = JSON.parse(c.body ?? "null") as { index?: number; transferId?: string } | null;
-      if (c.status === "completed" && (body?.index !== input.index || body?.transferId !== transfer)) {
+      collected[input.index] = transfer ?? null;
+      const answer = JSON.parse(c.body ?? "null") as { index?: number; transferId?: string } | null;
+      if (c.status === "completed" && (answer?.index !== input.index || answer?.transferId !== transfer)) {
         findings.violation(`${cw}: its response ${c.body} disagrees with its transfer ${transfer}`);
       }
       if (!childDone || transfer === undefined) {
@@ -173,6 +186,13 @@ export async function judgeFanout(
         v.lostIntents++;
         findings.note(`${where}: transfer ${t.index} has no child`);
       }
+    }
+    // Fanned in: the parent answered with every child's transfer, in input order.
+    const fannedIn = mode === "map" ? collected : [];
+    if (run?.status === "completed" && JSON.stringify(body?.transfers) !== JSON.stringify(fannedIn)) {
+      findings.violation(
+        `${where}: it collected ${JSON.stringify(body?.transfers)}, its children made ${JSON.stringify(fannedIn)}`,
+      );
     }
     if (!complete) {
       v.lostIntents++;

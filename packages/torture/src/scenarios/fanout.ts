@@ -143,6 +143,7 @@ export async function runFanout(options: FanoutOptions): Promise<FanoutReport> {
       ...thresholds(options.fanInKills, fanInTotal).map((at) => ({ stage: "fanIn" as const, at })),
     ];
     const kills = { fanOut: 0, fanIn: 0 };
+    const replacements: Promise<void>[] = [];
     const deadline = Date.now() + FINISH_TIMEOUT_MS;
     for (;;) {
       const { rows } = await pool.query<{ calls: number; created: number; done: number; open: number }>(
@@ -155,13 +156,15 @@ export async function runFanout(options: FanoutOptions): Promise<FanoutReport> {
       );
       const p = rows[0] as { calls: number; created: number; done: number; open: number };
       const fanOut = p.calls + (options.mode === "map" ? p.created : 0);
-      const next = due.findIndex((d) => (d.stage === "fanOut" ? fanOut : p.done) >= d.at);
+      // A kill falls due with its progress; at least one worker is left running to make more.
+      const next = fleet.running > 1 ? due.findIndex((d) => (d.stage === "fanOut" ? fanOut : p.done) >= d.at) : -1;
       if (next >= 0) {
         const [d] = due.splice(next, 1);
         if (d) {
           kills[d.stage]++;
           options.log(`fan-out: kill in ${d.stage} at ${d.stage === "fanOut" ? fanOut : p.done} of ${d.at}`);
-          await fleet.killOne((n) => rnd.below(n));
+          // Not awaited: the next kill may be due before the replacement runs (a fan-out is quick).
+          replacements.push(fleet.killOne((n) => rnd.below(n)));
         }
         continue;
       }
@@ -172,22 +175,23 @@ export async function runFanout(options: FanoutOptions): Promise<FanoutReport> {
       }
       await sleep(PROGRESS_EVERY_MS);
     }
+    await Promise.all(replacements);
     const samples = await sampler.stop();
     sampler = undefined;
 
     // The verdict: runs, children, ledger, operations; then the limits and the rate.
     const { rows: runs } = await pool.query<RunRow>(
       `SELECT tenant_id, key, workflow, status, outcome, response_status, response_body::text AS body,
-              input::text AS input, attempt
+              input::text AS input, attempt, parent_key, child_index
        FROM idempo.runs`,
     );
+    // A child belongs to its parent by the engine's link (`.map`), or by the key the driver gave it.
     const children = runs.filter((r) => childNames.includes(r.workflow));
-    const childrenOf = (b: Batch) =>
-      children.filter((c) => c.tenant_id === b.tenantId && c.key.startsWith(`${b.key}/`));
-    const strays = children.filter(
-      (c) => !batches.some((b) => c.tenant_id === b.tenantId && c.key.startsWith(`${b.key}/`)),
-    );
-    const verdict = await judgeFanout(pool, batches, runs, childrenOf, strays, findings);
+    const belongs = (c: RunRow, b: Batch) =>
+      c.tenant_id === b.tenantId && (options.mode === "map" ? c.parent_key === b.key : c.key.startsWith(`${b.key}/`));
+    const childrenOf = (b: Batch) => children.filter((c) => belongs(c, b));
+    const strays = children.filter((c) => !batches.some((b) => belongs(c, b)));
+    const verdict = await judgeFanout(pool, options.mode, batches, runs, childrenOf, strays, findings);
     // Every key a run was limited under: the merchants of each pair's parents, the sellers of its children.
     const peaks: LimitPeak[] = pairs.flatMap((pair) => {
       const mine = batches.filter((b) => b.max === pair.max);

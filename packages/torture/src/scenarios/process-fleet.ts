@@ -21,6 +21,8 @@ const exited = (child: ChildProcess) =>
 /** The worker processes of one scenario run. */
 export class ProcessFleet {
   readonly #workers = new Set<ChildProcess>();
+  /** The workers that said they run (a victim is chosen among these). */
+  readonly #ready = new Set<ChildProcess>();
   /** Workers SIGKILLed so far. */
   kills = 0;
 
@@ -30,6 +32,11 @@ export class ProcessFleet {
     private readonly args: readonly string[],
   ) {}
 
+  /** Workers running now (started and not killed). */
+  get running(): number {
+    return this.#ready.size;
+  }
+
   /** Start one more worker; resolves once it runs. */
   async start(): Promise<void> {
     const child = fork(this.entry, [...this.args], {
@@ -38,18 +45,27 @@ export class ProcessFleet {
       stdio: ["ignore", "inherit", "inherit", "ipc"],
     });
     this.#workers.add(child);
-    child.once("exit", () => this.#workers.delete(child));
+    child.once("exit", () => {
+      this.#workers.delete(child);
+      this.#ready.delete(child);
+    });
     await new Promise<void>((resolve, reject) => {
-      child.once("message", () => resolve());
+      child.once("message", () => {
+        this.#ready.add(child);
+        resolve();
+      });
       child.once("exit", (code, exitSignal) =>
         reject(new Error(`worker ${this.entry} exited (${code ?? exitSignal}) before it was ready`)),
       );
     });
   }
 
-  /** SIGKILL the worker `pick` chooses among the live ones, wait for it to die, and start a fresh one. */
+  /**
+   * SIGKILL the worker `pick` chooses among the running ones, wait for it to
+   * die, and start a fresh one; resolves once that one runs.
+   */
   async killOne(pick: (count: number) => number): Promise<void> {
-    const victim = [...this.#workers][pick(this.#workers.size)];
+    const victim = [...this.#ready][pick(this.#ready.size)];
     if (!victim) return;
     victim.kill("SIGKILL");
     this.kills++;

@@ -19,6 +19,7 @@ import type pg from "pg";
 import { z } from "zod";
 import type { FakeProvider, ProviderRequest } from "../provider.ts";
 import { retryableProviderError } from "../provider.ts";
+import type { Tx } from "./effects.ts";
 import { logEffect } from "./effects.ts";
 
 /** The concurrency limits the scenario runs its workflows with, one pair of workflows each. */
@@ -188,19 +189,31 @@ export function fanoutPair(provider: FakeProvider, marks: ExecutionMarks, mode: 
         })),
       { ...stepOptions, rateLimit: FANOUT_RATE_LIMIT, timeoutMs: 5_000 },
     );
-  const parent = checks
-    .phase("close", async ({ tx, ...run }) => {
-      await logEffect(tx, run, names.parent, "close");
-    })
-    .respond(({ state, input }) => ({
-      status: 200,
-      body: {
-        batch: input.batch,
-        checks: CHECKS.map((c) => state.checks[c].id),
-        feeId: state.feeId,
-        transfers: mode === "map" ? input.transfers : 0,
-      },
-    }));
+  const close = async ({ tx, ...run }: { tx: Tx; tenantId: string; key: string; attempt: number }) => {
+    await logEffect(tx, run, names.parent, "close");
+  };
+  const summary = (input: { batch: string }, state: { checks: Record<(typeof CHECKS)[number], { id: string }> }) => ({
+    batch: input.batch,
+    checks: CHECKS.map((c) => state.checks[c].id),
+  });
+  // `map`: the parent fans out its transfers itself and collects them; `enqueue`: the driver made them.
+  const parent =
+    mode === "map"
+      ? checks
+          .map("transfers", child, ({ input }) => transfersOf(input))
+          .phase("close", close)
+          .respond(({ state, input }) => ({
+            status: 200,
+            body: {
+              ...summary(input, state),
+              feeId: state.feeId,
+              transfers: state.transfers.map((t) => (t.outcome === "succeeded" ? t.body.transferId : null)),
+            },
+          }))
+      : checks.phase("close", close).respond(({ state, input }) => ({
+          status: 200,
+          body: { ...summary(input, state), feeId: state.feeId, transfers: [] as (string | null)[] },
+        }));
   return { parent, child };
 }
 

@@ -32,7 +32,7 @@ export const childName = (max: Limit) => `fanout_transfer_${max}`;
 /** The rate limit every process shares: the provider's allowance for the whole fleet. */
 export const FANOUT_RATE_LIMIT = "provider";
 /** Its settings, the same in every process (a bucket is one row; each process refills it with its own). */
-export const FANOUT_RATE = { perSecond: 40, burst: 4 } as const;
+export const FANOUT_RATE = { perSecond: 15, burst: 3 } as const;
 /** The merchants (the parent's limit key) and the sellers (the child's). */
 export const MERCHANTS = ["m1", "m2"] as const;
 const SELLERS = ["s1", "s2", "s3", "s4"] as const;

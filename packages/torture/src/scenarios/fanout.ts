@@ -170,7 +170,8 @@ export async function runFanout(options: FanoutOptions): Promise<FanoutReport> {
       }
       if (p.open === 0 || Date.now() > deadline) {
         if (p.open > 0) options.log(`fan-out: ${p.open} runs not completed after the timeout`);
-        if (due.length > 0) findings.violation(`${due.length} kills were never due before the runs stopped`);
+        // Not a violation of the library's: the report's kill counts fall short, and the test says so.
+        if (due.length > 0) options.log(`fan-out: ${due.length} kills were never due before the runs stopped`);
         break;
       }
       await sleep(PROGRESS_EVERY_MS);

@@ -72,9 +72,13 @@ async function enqueuedFanout(engine: Engine, db: Kysely<unknown>): Promise<void
  * An engine and a worker of their own on `url` (a pool of 20, and one
  * connection each to LISTEN on), and the two cells at one client each.
  */
-export function prepareFanout(url: string): FanoutBench {
+export async function prepareFanout(url: string): Promise<FanoutBench> {
   const pool = openPool(url, 20);
-  const engineListen = new pg.Pool({ connectionString: url, max: 1 });
+  // A client, not a pool: the engine's waiters listen as long as the engine lives, and
+  // ending the client is how they stop (a pool's end would wait for them forever).
+  const engineListen = new pg.Client({ connectionString: url });
+  engineListen.on("error", () => undefined);
+  await engineListen.connect();
   const workerListen = new pg.Pool({ connectionString: url, max: 1 });
   const db = new Kysely<unknown>({ dialect: new PostgresDialect({ pool }) });
   const engine = createEngine({ db, listen: engineListen });

@@ -224,7 +224,7 @@ async function main(): Promise<number> {
     const results = await runRounds(measured, await serverCpu(bench.admin, [name, dbosName]));
     if (PARTS.has("fanout") && kept("idempo-fanout")) {
       // Their worker runs only while they do: its polling never weighs on the other cells.
-      const fanout = prepareFanout(url);
+      const fanout = await prepareFanout(url);
       try {
         const fanned = await runRounds(fanout.cells, await serverCpu(bench.admin, [name, dbosName]));
         for (const [id, rounds] of fanned) results.set(id, rounds);

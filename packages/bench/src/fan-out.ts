@@ -22,7 +22,7 @@ import { openPool } from "./setup.js";
 import { newKey, TENANT } from "./workload.js";
 
 /** Children per fan-out. */
-export const FANOUT_CHILDREN = 100;
+const FANOUT_CHILDREN = 100;
 /** How long one fan-out may take before its operation counts as an error, ms. */
 const FANOUT_TIMEOUT_MS = 120_000;
 

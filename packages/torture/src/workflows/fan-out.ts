@@ -101,7 +101,7 @@ const work = (signal: AbortSignal) =>
   });
 
 /** The parent and child limited to `max` per key, bound to one provider and the marks' pool. */
-export function fanoutPair(provider: FakeProvider, marks: ExecutionMarks, mode: FanoutMode, max: Limit) {
+function fanoutPair(provider: FakeProvider, marks: ExecutionMarks, mode: FanoutMode, max: Limit) {
   const names = { parent: parentName(max), child: childName(max) };
   const call = async (
     ctx: { idempotencyKey: string; signal: AbortSignal; tenantId: string; key: string },

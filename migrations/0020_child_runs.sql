@@ -28,6 +28,8 @@ ALTER TABLE run_history ADD CONSTRAINT run_history_kind_check
 
 -- A parent's children by item, in input order: the fan-in read, the trigger's count and the next queued child.
 CREATE INDEX runs_children ON runs (tenant_id, parent_key, parent_item, child_index) WHERE parent_key IS NOT NULL;
+-- The sweeper's repair: children not completed, whose parent may have ended without them.
+CREATE INDEX runs_open_children ON runs (tenant_id, parent_key) WHERE parent_key IS NOT NULL AND status <> 'completed';
 
 -- A child just completed. The parent's row is locked first: a parent that
 -- suspends locks its own row before it reads its children, so the two
@@ -46,7 +48,7 @@ BEGIN
   IF NOT FOUND THEN
     RETURN NULL;
   END IF;
-  UPDATE runs SET wait_kind = NULL, wake_at = clock_timestamp(), updated_at = clock_timestamp()
+  UPDATE runs SET wait_kind = NULL, wait_name = NULL, wake_at = clock_timestamp(), updated_at = clock_timestamp()
   WHERE (tenant_id, key) = (
     SELECT tenant_id, key FROM runs
     WHERE tenant_id = NEW.tenant_id AND parent_key = NEW.parent_key AND parent_item = NEW.parent_item

@@ -166,6 +166,8 @@ CREATE INDEX runs_suspended_priority ON runs (priority DESC, wake_at)
 
 -- A parent's children by item, in input order (0020).
 CREATE INDEX runs_children ON runs (tenant_id, parent_key, parent_item, child_index) WHERE parent_key IS NOT NULL;
+-- The sweeper's repair: children not completed, whose parent may have ended without them.
+CREATE INDEX runs_open_children ON runs (tenant_id, parent_key) WHERE parent_key IS NOT NULL AND status <> 'completed';
 
 
 -- ===========================================================================
@@ -1728,7 +1730,7 @@ BEGIN
   IF NOT FOUND THEN
     RETURN NULL;
   END IF;
-  UPDATE runs SET wait_kind = NULL, wake_at = clock_timestamp(), updated_at = clock_timestamp()
+  UPDATE runs SET wait_kind = NULL, wait_name = NULL, wake_at = clock_timestamp(), updated_at = clock_timestamp()
   WHERE (tenant_id, key) = (
     SELECT tenant_id, key FROM runs
     WHERE tenant_id = NEW.tenant_id AND parent_key = NEW.parent_key AND parent_item = NEW.parent_item

@@ -64,9 +64,11 @@ export type {
   OverviewWindow,
 } from "./runtime/operator/overview.js";
 export type {
+  ChildLink,
   HistoryEntry,
   KeyPage,
   ListKeysOptions,
+  ParentLink,
   RunOutcome,
   RunRecord,
   RunStatus,

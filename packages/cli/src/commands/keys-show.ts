@@ -63,12 +63,19 @@ function waitsFor(record: RunRecord, facts: SuspensionFacts): string {
   const w = record.waitingFor;
   if (w === null) return "a worker: enqueued, not started yet";
   if (w.kind === "sleep") return `sleep ${w.name}`;
+  if (w.kind === "children") return `the children of ${w.name}: the last one to complete makes this run due`;
+  if (w.kind === "queued") return "a slot of its parent's map (concurrency): a sibling's completion makes it due";
   if (facts.signalDelivered) return `${waitsForLabel(record, facts)}: a worker or a retry merges it now`;
   return `signal ${w.name}: send it with ${signalCall(record, w.name)}`;
 }
 
 /** The `wakes` line: relative and absolute on the database clock, and what the time is. */
 function wakes(record: RunRecord, now: Date, facts: SuspensionFacts): string {
+  const kind = record.waitingFor?.kind;
+  if (kind === "children" || kind === "queued") {
+    const on = kind === "children" ? "when its last child completes" : "when a sibling completes";
+    return record.wakeAt === null ? on : `${wakeTime(record.wakeAt, now)}: ${on}, or the wait's timeout`;
+  }
   if (record.wakeAt === null) return "when the signal arrives (no timeout)";
   const what =
     record.waitingFor === null
@@ -111,6 +118,10 @@ function render(io: Io, record: RunRecord, d: Diagnosis, now: Date, opts: ShowOp
     );
     if (record.tombstoneUntil) io.out(field(p, "tombstone", `until ${iso(record.tombstoneUntil)}`));
   }
+  if (record.parent) {
+    const { key, item, index } = record.parent;
+    io.out(field(p, "parent", `${visible(key)} (item ${visible(item)}, child ${index})`));
+  }
   io.out(field(p, "run id", record.runId));
   io.out(field(p, "created", `${iso(record.createdAt)} (${age} ago)`));
   io.out(field(p, "updated", iso(record.updatedAt)));
@@ -124,6 +135,15 @@ function render(io: Io, record: RunRecord, d: Diagnosis, now: Date, opts: ShowOp
       .trimEnd()
       .split("\n")) {
       io.out(`  ${line}\n`);
+    }
+  }
+
+  const children = record.children ?? [];
+  if (children.length > 0) {
+    io.out(`\n${p("bold", "Children")}\n`);
+    for (const c of children) {
+      const how = c.outcome ? `${c.status} (${c.outcome})` : c.status;
+      io.out(`  ${`${visible(c.item)}[${c.index}]`.padEnd(16)} ${visible(c.key)}  ${c.workflow}  ${how}\n`);
     }
   }
 

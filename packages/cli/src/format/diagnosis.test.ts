@@ -48,6 +48,8 @@ function record(over: Partial<RunRecord>): RunRecord {
     expired: false,
     tombstoneUntil: null,
     history: [entry({})],
+    parent: null,
+    children: [],
     ...over,
   };
 }

@@ -71,7 +71,7 @@ export type RetryAction =
    */
   | {
       readonly action: "suspended";
-      readonly kind: "sleep" | "signal";
+      readonly kind: "sleep" | "signal" | "children" | "queued";
       readonly name: string;
       readonly until: Date | null;
       readonly retryAfterMs: number | null;
@@ -229,6 +229,10 @@ function diagnoseSuspended(record: RunRecord, now: Date, next: Item | null, fact
   let where: string;
   if (w.kind === "sleep") {
     where = `sleeping in sleep ${w.name}${record.wakeAt ? `, ${wakeLabel(record.wakeAt, now)}` : ""}`;
+  } else if (w.kind === "children") {
+    where = `${point}, waiting for the children of ${w.name}${record.wakeAt ? ` (times out ${whenLabel(record.wakeAt, now)})` : ""}`;
+  } else if (w.kind === "queued") {
+    where = "a child run waiting for a slot of its parent's map (concurrency)";
   } else {
     where = `${point}, waiting for signal ${w.name} (${signalWaitState(record.wakeAt, due, facts, now)})`;
   }

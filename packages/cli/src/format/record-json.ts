@@ -35,7 +35,7 @@ export interface KeyJson {
    * Suspended: what the run waits for (`until`: the sleep's wake-up time or
    * the wait's timeout); `null` otherwise and for an enqueued run no worker started.
    */
-  waitingFor: { kind: "sleep" | "signal"; name: string; until: string | null } | null;
+  waitingFor: { kind: "sleep" | "signal" | "children" | "queued"; name: string; until: string | null } | null;
   /** Suspended: when a worker or a retry may resume it (DB clock); `null` for a signal wait without timeout. */
   wakeAt: string | null;
   /** Suspended: ms until `wakeAt` (0 or negative: due, for that long); `null` when `wakeAt` is. */
@@ -121,7 +121,7 @@ type RetryJson =
   | { action: "resume"; attempt: number; resumeAfter: string | null; next: string | null; because: string }
   | {
       action: "suspended";
-      kind: "sleep" | "signal";
+      kind: "sleep" | "signal" | "children" | "queued";
       name: string;
       until: string | null;
       retryAfterMs: number | null;
@@ -194,6 +194,10 @@ export interface KeyDetailJson extends KeyJson {
   input?: unknown;
   /** Present only with `--show-state`. */
   state?: unknown;
+  /** A child run: the run that started it (same tenant), its `.child` or `.map` item and its index; `null` otherwise. */
+  parent: { key: string; item: string; index: number } | null;
+  /** The child runs this run started, by item and index. */
+  children: { key: string; item: string; index: number; workflow: string; status: RunStatus; outcome: string | null }[];
 }
 
 /** The JSON of `keys show`. */
@@ -222,6 +226,8 @@ export function keyDetailJson(
           ...(show.response ? { body: record.response.body } : {}),
         }
       : null,
+    parent: record.parent ? { ...record.parent } : null,
+    children: (record.children ?? []).map((c) => ({ ...c })),
   };
   if (show.state) {
     detail.input = record.input;

@@ -9,11 +9,22 @@ import type { Row } from "./table.js";
 import { renderTable } from "./table.js";
 import { visible } from "./visible.js";
 
+/** An entry the run stays suspended at: a sleep, a wait, or the children of a child or map item. */
+function suspends(entry: HistoryEntry): boolean {
+  return entry.kind === "sleep" || entry.kind === "wait" || entry.kind === "child" || entry.kind === "map";
+}
+
 function outcomeLabel(entry: HistoryEntry, live: boolean, paint: Paint, suspended: boolean): string {
-  if (entry.outcome === "started" && (entry.kind === "sleep" || entry.kind === "wait")) {
-    // A sleep or wait entry stays started while the run is suspended there, until it resumes.
+  if (entry.outcome === "started" && suspends(entry)) {
+    // A sleep, wait, child or map entry stays started while the run is suspended there, until it moves on.
     if (!suspended) return paint("yellow", "resuming");
-    return paint("yellow", entry.kind === "sleep" ? "sleeping" : "waiting for the signal");
+    const label =
+      entry.kind === "sleep"
+        ? "sleeping"
+        : entry.kind === "wait"
+          ? "waiting for the signal"
+          : "waiting for the children";
+    return paint("yellow", label);
   }
   switch (entry.outcome) {
     case "succeeded":
@@ -103,7 +114,7 @@ export function timelineTable(
       group.calls.push(entry);
     }
     const end = entry.finishedAt ?? null;
-    const waiting = suspended && (entry.kind === "sleep" || entry.kind === "wait");
+    const waiting = suspended && suspends(entry);
     // An unfinished entry of a dead attempt has no duration; a live one has been running this long.
     const duration = end
       ? formatDuration(end.getTime() - entry.startedAt.getTime())

@@ -1,7 +1,7 @@
 import { execFileSync } from "node:child_process";
 import { fileURLToPath } from "node:url";
 import { describe, expect, it } from "vitest";
-import { deriveStepKey } from "./derived-key.js";
+import { deriveChildKey, deriveStepKey } from "./derived-key.js";
 
 describe("derived keys: deriveStepKey", () => {
   it("is deterministic for the same (tenant, key, workflow, step)", () => {
@@ -83,5 +83,20 @@ describe("derived keys: deriveStepKey", () => {
     expect(new Set([email, ...others]).size).toBe(others.length + 1);
     // Fixed across releases, like a step's: a resumed branch must reuse the key it sent before.
     expect(email).toBe("idem_-YQPuepJMVtWV2s_gAdug7gu61UK_PZM3eew469X4Qk");
+  });
+
+  it("gives each child of a child or map item its own key, in the parent's tenant, never a step's", () => {
+    const key = deriveChildKey("t1", "k1", "payout", "fan", 2);
+    expect(key).toMatch(/^child_[A-Za-z0-9_-]{43}$/);
+    const others = [
+      deriveChildKey("t1", "k1", "payout", "fan", 3),
+      deriveChildKey("t2", "k1", "payout", "fan", 2),
+      deriveChildKey("t1", "k2", "payout", "fan", 2),
+      deriveChildKey("t1", "k1", "payout2", "fan", 2),
+      deriveChildKey("t1", "k1", "payout", "fan2", 2),
+    ];
+    expect(new Set([key, ...others]).size).toBe(others.length + 1);
+    // Fixed across releases: a parent resumed after a deploy must find the children it created.
+    expect(key).toBe("child_ThO2cIduzsokQla54QLCAeZ5Ixj8HMmbUDqnjt6e_x8");
   });
 });

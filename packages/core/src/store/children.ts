@@ -21,6 +21,23 @@ import { markCompleted } from "./progress.js";
 import type { Executor, Ownership, RunOutcome, RunStatus, StoredResponse, Tables } from "./run-store.js";
 import { leaseInterval } from "./run-store.js";
 
+/**
+ * What a child that has not completed stores when its parent ends first
+ * (canceled, or its wait timed out): outcome `canceled`, a 409 RFC 9457
+ * problem with code `run_canceled`, as `engine.cancel` stores by default.
+ */
+export const PARENT_ENDED: StoredResponse = Object.freeze({
+  outcome: "canceled",
+  status: 409,
+  body: JSON.stringify({
+    type: "about:blank",
+    title: "Canceled",
+    status: 409,
+    code: "run_canceled",
+    detail: "the parent run ended before this child completed",
+  }),
+});
+
 /** The parent run and item whose children are meant. */
 export interface ParentItem {
   readonly tenantId: string;
@@ -41,7 +58,7 @@ export interface ChildRow {
 }
 
 /** One child to create: its key, run id and request. */
-export interface NewChild {
+interface NewChild {
   readonly key: string;
   readonly runId: string;
   readonly fingerprint: string;
@@ -134,17 +151,24 @@ export async function startChildren(
   s: ChildrenStart,
 ): Promise<void> {
   const c = s.children;
+  await dropEarlierChildren(
+    tx,
+    t,
+    own,
+    c.map((x) => x.key),
+  );
   await sql`/* idempo:start_children */
     WITH made AS (
       INSERT INTO ${t.runs} (tenant_id, key, run_id, workflow, definition, definition_hash, fingerprint, input,
                              parsed_input_hash, status, owner_token, locked_until, attempt, retention_ms,
-                             tombstone_ms, wake_at, wait_kind, durable, workflow_version, parent_key,
+                             tombstone_ms, wake_at, wait_kind, wait_name, durable, workflow_version, parent_key,
                              parent_run_id, parent_item, child_index)
       SELECT ${own.tenantId}, n.key, n.run_id, ${s.workflow}, ${JSON.stringify(s.outline)}::json,
              ${s.definitionHash}, n.fingerprint, n.input::json, n.parsed_input_hash, 'suspended', NULL, NULL, 0,
              ${s.retentionMs}, ${s.tombstoneMs},
              CASE WHEN n.idx - 1 < ${s.runnable} THEN clock_timestamp() END,
              CASE WHEN n.idx - 1 < ${s.runnable} THEN NULL ELSE 'queued' END,
+             CASE WHEN n.idx - 1 < ${s.runnable} THEN NULL ELSE ${item} END,
              true, ${s.workflowVersion}, ${own.key}, ${own.runId}, ${item}, (n.idx - 1)::int
       FROM unnest(${sql.val(c.map((x) => x.key))}::text[], ${sql.val(c.map((x) => x.runId))}::text[],
                   ${sql.val(c.map((x) => x.fingerprint))}::text[], ${sql.val(c.map((x) => x.input))}::text[],
@@ -163,6 +187,31 @@ export async function startChildren(
       )
     )
     SELECT pg_notify(${DUE_CHANNEL}, ${s.workflow}) WHERE EXISTS (SELECT 1 FROM made)
+  `.execute(tx);
+}
+
+/**
+ * Before an item creates its children: delete the completed children of an
+ * earlier run of the same parent key (a key reused after its retention
+ * while a child's record was still kept) under the keys about to be
+ * derived again, with their history and signals, so the new run's
+ * children can take the keys. Anything else under such a key stays, and
+ * the item finds fewer children than it made.
+ */
+async function dropEarlierChildren(tx: Executor, t: Tables, own: Ownership, keys: readonly string[]): Promise<void> {
+  if (keys.length === 0) return;
+  await sql`/* idempo:drop_earlier_children */
+    WITH gone AS (
+      DELETE FROM ${t.runs}
+      WHERE tenant_id = ${own.tenantId} AND key = ANY(${sql.val(keys)}::text[]) AND parent_key = ${own.key}
+        AND parent_run_id <> ${own.runId} AND status = 'completed'
+      RETURNING tenant_id, key, run_id
+    ), forgotten AS (
+      DELETE FROM ${t.history} h USING gone g
+      WHERE h.tenant_id = g.tenant_id AND h.key = g.key AND h.run_id = g.run_id
+    )
+    DELETE FROM ${t.signals} s USING gone g
+    WHERE s.tenant_id = g.tenant_id AND s.key = g.key AND s.run_id = g.run_id
   `.execute(tx);
 }
 
@@ -296,8 +345,9 @@ function cancelAll(t: Tables, doomed: ReturnType<typeof sql>, response: StoredRe
 
 /**
  * Cancel the children of the parent `(tenantId, key, runId)` that have not
- * completed (of every item), with `response` (outcome `canceled`). In flight
- * ones lose their owner as by `engine.cancel`: their next write is refused.
+ * completed (of every item, and their own children, at any depth), with
+ * `response` (outcome `canceled`). In flight ones lose their owner as by
+ * `engine.cancel`: their next write is refused.
  *
  * @returns how many were canceled.
  */
@@ -307,10 +357,17 @@ export async function cancelChildren(
   parent: { readonly tenantId: string; readonly key: string; readonly runId: string },
   response: StoredResponse,
 ): Promise<number> {
-  const doomed = sql`SELECT tenant_id, key FROM ${t.runs}
-    WHERE tenant_id = ${parent.tenantId} AND parent_key = ${parent.key} AND parent_run_id = ${parent.runId}
-      AND status <> 'completed'
-    ORDER BY key FOR UPDATE`;
+  // The children, theirs in turn, and so on: a canceled child's own children have no one left to wait for them.
+  const doomed = sql`WITH RECURSIVE tree AS (
+      SELECT tenant_id, key, run_id FROM ${t.runs}
+      WHERE tenant_id = ${parent.tenantId} AND parent_key = ${parent.key} AND parent_run_id = ${parent.runId}
+      UNION
+      SELECT c.tenant_id, c.key, c.run_id FROM ${t.runs} c
+      JOIN tree ON c.tenant_id = tree.tenant_id AND c.parent_key = tree.key AND c.parent_run_id = tree.run_id
+    )
+    SELECT r.tenant_id, r.key FROM ${t.runs} r JOIN tree USING (tenant_id, key)
+    WHERE r.status <> 'completed'
+    ORDER BY r.key FOR UPDATE OF r`;
   const { rows } = await sql<{ n: number }>`/* idempo:cancel_children */
     WITH ${cancelAll(t, doomed, response)}
   `.execute(db);
@@ -342,4 +399,28 @@ export async function cancelOrphanedChildren(
     WITH ${cancelAll(t, doomed, response)}
   `.execute(db);
   return rows[0]?.n ?? 0;
+}
+
+/** One child of a run as operators see it. */
+export interface ChildLinkRow {
+  readonly key: string;
+  readonly item: string;
+  readonly index: number;
+  readonly workflow: string;
+  readonly status: RunStatus;
+  readonly outcome: RunOutcome | null;
+}
+
+/** Every child of the run `(tenantId, key, runId)`, by item and index: what `inspect` shows. */
+export async function childLinks(
+  db: Executor,
+  t: Tables,
+  parent: { readonly tenantId: string; readonly key: string; readonly runId: string },
+): Promise<ChildLinkRow[]> {
+  const { rows } = await sql<ChildLinkRow>`/* idempo:child_links */
+    SELECT key, parent_item AS item, child_index AS index, workflow, status, outcome FROM ${t.runs}
+    WHERE tenant_id = ${parent.tenantId} AND parent_key = ${parent.key} AND parent_run_id = ${parent.runId}
+    ORDER BY parent_item, child_index
+  `.execute(db);
+  return rows;
 }

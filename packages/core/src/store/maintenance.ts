@@ -50,6 +50,8 @@ export async function selectStaleRuns(
  * The record goes and its tombstone comes in the same statement, so a
  * claim reading the key sees one or the other, never neither. A tombstone
  * already there (of an earlier run of the key, past its time) is replaced.
+ * A completed child run whose parent has not completed (it waits for its
+ * siblings, or has yet to read the responses) is skipped until it has.
  * The batch is read in expiry order from `runs_completed_expires_at`
  * (`now()` is an index condition, `clock_timestamp()` is not), so a sweep
  * with nothing expired reads one index page, whatever the table's size.
@@ -57,8 +59,14 @@ export async function selectStaleRuns(
 export async function sweepBatch(db: Executor, t: Tables, batchSize: number): Promise<number> {
   const { rows } = await sql<{ n: number }>`
     WITH doomed AS (
-      SELECT tenant_id, key FROM ${t.runs}
+      SELECT tenant_id, key FROM ${t.runs} c
       WHERE status = 'completed' AND expires_at <= now()
+        -- A child whose parent has not completed is kept: the parent still reads its response (0020).
+        AND (c.parent_key IS NULL OR NOT EXISTS (
+          SELECT 1 FROM ${t.runs} p
+          WHERE p.tenant_id = c.tenant_id AND p.key = c.parent_key AND p.run_id = c.parent_run_id
+            AND p.status <> 'completed'
+        ))
       ORDER BY expires_at
       LIMIT ${batchSize}
       FOR UPDATE SKIP LOCKED

@@ -18,7 +18,7 @@ export interface RecordRow {
   parked_reason: string | null;
   parked_at: Date | null;
   attempt_floor: number;
-  wait_kind: "sleep" | "signal" | null;
+  wait_kind: "sleep" | "signal" | "children" | "queued" | null;
   wait_name: string | null;
   wake_at: Date | null;
   recovery_point: string | null;
@@ -38,6 +38,10 @@ export interface RecordRow {
   expired: boolean;
   /** Completed with a tombstone time: when the tombstone ends (see store/tombstones.ts). */
   tombstone_until: Date | null;
+  /** A child run's parent key, item and index (migration 0020); null for other runs. */
+  parent_key: string | null;
+  parent_item: string | null;
+  child_index: number | null;
 }
 
 export interface HistoryRow {
@@ -64,7 +68,8 @@ export const RECORD_COLUMNS = sql`
        THEN ceil(extract(epoch FROM (locked_until - clock_timestamp())) * 1000)::float8 END AS lease_remaining_ms,
   outcome, response_status, response_body::text AS response_body, created_at, created_at::text AS created_at_exact,
   updated_at, expires_at,
-  (status = 'completed' AND expires_at <= clock_timestamp()) AS expired, ${TOMBSTONE_UNTIL} AS tombstone_until`;
+  (status = 'completed' AND expires_at <= clock_timestamp()) AS expired, ${TOMBSTONE_UNTIL} AS tombstone_until,
+  parent_key, parent_item, child_index`;
 
 export async function selectRecord(db: Executor, t: Tables, tenantId: string, key: string): Promise<RecordRow | null> {
   const { rows } = await sql<RecordRow>`

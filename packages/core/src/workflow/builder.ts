@@ -276,10 +276,8 @@ export class WorkflowBuilder<DB, In, I, S> {
   }
 
   /**
-   * Start one child run of `wf` (its input from `input`), created in the
-   * transaction that records the item's start under a key derived from this
-   * run, and suspend, holding nothing, until workers completed it; its
-   * stored `{ status, body, outcome }` is merged into state under `name`.
+   * Start one child run of `wf` (input from `input`) in the transaction of the item's start, keyed from
+   * this run; suspend, holding nothing, until workers completed it; its `{ status, body, outcome }` goes to state.
    * @example `.child('transfer', transfer, ({ input }) => ({ sellerId: input.sellerId }))`; see docs/fan-out.md.
    * @throws WorkflowDefinitionError when `name` is taken, `wf` is not a finished workflow or `input` not a function.
    */

@@ -8,7 +8,7 @@ import type { ChildrenItem, Definition, Item, MapOptions, Workflow } from "./def
 import { checkName } from "./item-checks.js";
 
 /** The most children one `.map` item may start (and its largest `concurrency`). */
-export const MAX_CHILDREN = 10_000;
+const MAX_CHILDREN = 10_000;
 
 /**
  * The item `.child(name, wf, input)` (no `options`) or `.map(name, wf,

@@ -61,7 +61,7 @@ const newestFirst = (a: Definition, b: Definition) => b.version - a.version;
  * workflow, belongs to another workflow name, has a version not below
  * `version`, or when two different definitions carry the same version.
  */
-export function olderVersions(name: string, version: number, given: readonly unknown[]): readonly Definition[] {
+function olderVersions(name: string, version: number, given: readonly unknown[]): readonly Definition[] {
   const older: Definition[] = [];
   given.forEach((w, i) => {
     const def = (w as { definition?: Definition } | undefined)?.definition;

@@ -1,12 +1,15 @@
 /**
  * `engine.sweep`: delete completed records past retention (leaving their
- * tombstones), tombstones past their time, and outbox messages delivered
- * long ago, in bounded batches (never in-flight records).
+ * tombstones; never a child whose parent has not completed), cancel child
+ * runs whose parent ended before them, delete tombstones past their time
+ * and outbox messages delivered long ago, in bounded batches (never
+ * in-flight records).
  */
 import { SWEEP_OPTIONS } from "../../options/known-options.js";
 import { MAX_STORED_MS } from "../../options/limits.js";
 import { intOption } from "../../options/option-checks.js";
 import { checkOptions } from "../../options/option-shape.js";
+import { cancelOrphanedChildren, PARENT_ENDED } from "../../store/children.js";
 import { sweepBatch, sweepOutboxBatch } from "../../store/maintenance.js";
 import { sweepTombstoneBatch } from "../../store/tombstones.js";
 import type { EngineContext } from "../engine-context.js";
@@ -40,6 +43,10 @@ export async function sweep(ctx: EngineContext, opts: SweepOptions = {}): Promis
     total += n;
     ctx.telemetry.count("sweepDeleted", { "idempo.table": "runs" }, n);
     if (n < batchSize) break;
+  }
+  for (let i = 0; i < maxBatches; i++) {
+    // Children left running by a parent that ended (a crash between its end and the cancel of its children).
+    if ((await cancelOrphanedChildren(ctx.db, ctx.tables, batchSize, PARENT_ENDED)) < batchSize) break;
   }
   for (let i = 0; i < maxBatches; i++) {
     const n = await sweepTombstoneBatch(ctx.db, ctx.tables, batchSize);

@@ -10,7 +10,7 @@
  * fails for good: the parent completes with a stored 408, then its
  * children that have not completed are canceled.
  */
-import { InputValidationError, UnstorableValueError } from "../../errors.js";
+import { InputValidationError, UnstorableValueError, WorkflowUsageError } from "../../errors.js";
 import { newId } from "../../ids.js";
 import { canonicalJson, fingerprintOf } from "../../json/fingerprint.js";
 import type { JsonValue } from "../../json/json-value.js";
@@ -23,6 +23,7 @@ import {
   childrenOf,
   failChildrenTimeout,
   lockForChildren,
+  PARENT_ENDED,
   startChildren,
   suspendForChildren,
 } from "../../store/children.js";
@@ -50,21 +51,6 @@ function timeoutResponse(kind: string, name: string, timeoutMs: number | undefin
   };
 }
 
-/** What an operator's cancel (and a timed-out parent) stores on a child it cancels. */
-export function parentEndedResponse(): StoredResponse {
-  return {
-    outcome: "canceled",
-    status: 409,
-    body: JSON.stringify({
-      type: "about:blank",
-      title: "Canceled",
-      status: 409,
-      code: "run_canceled",
-      detail: "the parent run ended before this child completed",
-    }),
-  };
-}
-
 /** A `.child` or `.map` item: start the children, or wait for them, or move past them. */
 export async function runChildren(run: ChildItemRun): Promise<Outcome> {
   const { deps, plan, lease, item, info, hook } = run;
@@ -81,6 +67,8 @@ export async function runChildren(run: ChildItemRun): Promise<Outcome> {
     }
     // Read under the parent's lock: a child completing now waits for it, then sees the suspension.
     const children = await childrenOf(tx, deps.tables, parent);
+    if (start && children.length !== start.children.length) throw keyTaken(run, start, children);
+    if (hook) await hook(`read:${item.kind}:${item.name}`);
     if (children.every((c) => c.status === "completed")) return moveOn(run, tx, children);
     if (locked.timedOut) return "timed_out";
     lease.finishing();
@@ -97,8 +85,23 @@ export async function runChildren(run: ChildItemRun): Promise<Outcome> {
     throw lease.lost();
   }
   // After the parent's commit, never under its lock; a crash before this is repaired by the sweeper.
-  await cancelChildren(deps.db, deps.tables, plan.own, parentEndedResponse());
+  await cancelChildren(deps.db, deps.tables, plan.own, PARENT_ENDED);
   return { kind: "done", result: resultOf(response, false) };
+}
+
+/**
+ * Some derived child key already names another run (a child of an earlier
+ * run of this key that has not completed yet, say): the item cannot start
+ * its children now. Thrown, so the run stays in flight for a later attempt.
+ */
+function keyTaken(run: ChildItemRun, start: ChildrenStart, made: readonly ChildRow[]): WorkflowUsageError {
+  const have = new Set(made.map((c) => c.key));
+  const taken = start.children.find((c) => !have.has(c.key))?.key ?? "?";
+  return new WorkflowUsageError(
+    `${run.item.kind} '${run.item.name}' of workflow '${run.plan.def.name}' cannot start its children: the key ` +
+      `'${taken}' already names another run (a child of an earlier run of this key, still running?); ` +
+      "the next attempt tries again",
+  );
 }
 
 /** Every child completed: their responses into state under the item's name, and the item committed. */

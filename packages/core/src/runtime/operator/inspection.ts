@@ -3,6 +3,7 @@ import { InputValidationError } from "../../errors.js";
 import { assertValidKey, assertValidRunKey } from "../../keys/key-validation.js";
 import { LIST_KEYS_OPTIONS } from "../../options/known-options.js";
 import { checkOptions } from "../../options/option-shape.js";
+import { childLinks } from "../../store/children.js";
 import { selectHistory, selectRecord, selectRecords } from "../../store/operations.js";
 import type { Executor, Tables } from "../../store/run-store.js";
 import { selectTombstone } from "../../store/tombstones.js";
@@ -22,7 +23,12 @@ export async function inspect(
     const tombstone = await selectTombstone(db, tables, tenantId, key);
     return tombstone ? toTombstoneRecord(tenantId, key, tombstone) : null;
   }
-  return toRecord(row, await selectHistory(db, tables, tenantId, key, row.run_id));
+  const parent = { tenantId, key, runId: row.run_id };
+  const [history, children] = await Promise.all([
+    selectHistory(db, tables, tenantId, key, row.run_id),
+    childLinks(db, tables, parent),
+  ]);
+  return toRecord(row, history, children);
 }
 
 /** One page of records, newest first; see `Engine.listKeys`. */

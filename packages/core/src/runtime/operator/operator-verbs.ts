@@ -10,6 +10,7 @@ import { checkPayloadSize } from "../../json/payload-size.js";
 import { assertValidRunKey } from "../../keys/key-validation.js";
 import { CANCEL_OPTIONS, FORGET_OPTIONS, RETRY_FROM_OPTIONS } from "../../options/known-options.js";
 import { checkOptions } from "../../options/option-shape.js";
+import { cancelChildren, PARENT_ENDED } from "../../store/children.js";
 import type { RecordRow } from "../../store/operations.js";
 import { selectHistory, selectRecord } from "../../store/operations.js";
 import type { Executor, Tables } from "../../store/run-store.js";
@@ -62,7 +63,9 @@ export interface OperatorVerbs {
    * replayed to every later call with the key. A live owner finds out at
    * its next renewal or write: its `signal` aborts and its writes fail with
    * `LeaseLostError`, so nothing it had not committed lands. Effects already
-   * committed (phases, recorded steps, outbox messages) stay.
+   * committed (phases, recorded steps, outbox messages) stay. The run's
+   * child runs (`.child`, `.map`) and theirs that have not completed are
+   * canceled too, right after (outcome `canceled`, 409 `run_canceled`).
    *
    * @returns the completed record, with its history.
    * @throws RunStateError (409) when the run is already completed.
@@ -121,10 +124,11 @@ export interface OperatorVerbs {
    * Delete a key's record and history, or its tombstone: the key is
    * forgotten and a reuse runs the workflow again from the start. Outbox
    * messages already committed stay and are still delivered. A run whose
-   * lease is live is refused unless `force` is given (see {@link ForgetOptions}).
+   * lease is live is refused unless `force` is given (see {@link ForgetOptions}),
+   * and so is a child run (`.child`, `.map`) whose parent has not completed.
    *
    * @returns the record as it was when deleted (`history` is `undefined`), or the tombstone.
-   * @throws RunStateError (409) when the lease is live and `force` is not set.
+   * @throws RunStateError (409) when the lease is live, or the run's parent waits for it, and `force` is not set.
    * @throws InvalidOptionError (500) for an unknown option or one of the wrong type.
    * @throws RunNotFoundError (404) when the key has no record, nor a tombstone in force.
    */
@@ -167,6 +171,21 @@ export function operatorVerbs(db: Executor, tables: Tables, maxPayloadBytes: num
     return row;
   }
 
+  /** A child run whose parent has not completed is waited for: deleting it would leave the parent waiting for nothing. */
+  async function refuseWaitedChild(tenantId: string, key: string): Promise<void> {
+    const row = await selectRecord(db, tables, tenantId, key);
+    if (row?.parent_key == null) return;
+    const parent = await selectRecord(db, tables, tenantId, row.parent_key);
+    if (!parent || parent.status === "completed") return;
+    throw new RunStateError(
+      tenantId,
+      key,
+      row.status,
+      `is a child run of '${row.parent_key}' (item ${row.parent_item}), which has not completed: deleting it would ` +
+        "lose its answer or leave the parent waiting for nothing; cancel it instead (the parent reads the canceled answer), or pass force",
+    );
+  }
+
   return {
     async cancel(tenantId, key, options = {}) {
       checkKey(tenantId, key);
@@ -180,7 +199,11 @@ export function operatorVerbs(db: Executor, tables: Tables, maxPayloadBytes: num
       const text = JSON.stringify(body.value);
       checkPayloadSize("the body of cancel", text, maxPayloadBytes);
       const row = await cancelRun(db, tables, tenantId, key, { outcome: "canceled", status, body: text });
-      if (row) return withHistory(row);
+      if (row) {
+        // After the parent's commit, never under its row lock; a crash before it is repaired by the sweeper.
+        await cancelChildren(db, tables, { tenantId, key, runId: row.run_id }, PARENT_ENDED);
+        return withHistory(row);
+      }
       const now = await current(tenantId, key);
       throw new RunStateError(
         tenantId,
@@ -256,6 +279,7 @@ export function operatorVerbs(db: Executor, tables: Tables, maxPayloadBytes: num
     async forget(tenantId, key, options = {}) {
       checkKey(tenantId, key);
       checkOptions("forget", FORGET_OPTIONS, options);
+      if (options.force !== true) await refuseWaitedChild(tenantId, key);
       const row = await deleteRun(db, tables, tenantId, key, options.force === true);
       if (row) return toRecord(row, undefined);
       const tombstone = await deleteTombstone(db, tables, tenantId, key);

@@ -58,8 +58,13 @@ export interface HistoryEntry {
 
 /** What a suspended run waits for. */
 export interface WaitingFor {
-  /** `sleep`: a `.sleep` item; `signal`: a `.waitFor` item. */
-  readonly kind: "sleep" | "signal";
+  /**
+   * `sleep`: a `.sleep` item; `signal`: a `.waitFor` item; `children`: the
+   * children of a `.child` or `.map` item; `queued`: a child waiting for a
+   * slot of its `.map`'s `concurrency` (no wake-up time; a sibling's
+   * completion makes it due).
+   */
+  readonly kind: "sleep" | "signal" | "children" | "queued";
   /** The item's name (for `signal`, the name `engine.signal` must use). */
   readonly name: string;
   /**
@@ -67,6 +72,25 @@ export interface WaitingFor {
    * timeout of a wait; absent when a wait has no timeout.
    */
   readonly until?: Date;
+}
+
+/** The run that started a child run: its key, the `.child` or `.map` item and the child's index in its inputs. */
+export interface ParentLink {
+  readonly key: string;
+  readonly item: string;
+  readonly index: number;
+}
+
+/** One child run of a run, as `inspect` shows it. */
+export interface ChildLink {
+  readonly key: string;
+  /** The `.child` or `.map` item that started it, and its index in the item's inputs. */
+  readonly item: string;
+  readonly index: number;
+  readonly workflow: string;
+  readonly status: RunStatus;
+  /** How it ended; null until completed. */
+  readonly outcome: RunOutcome | null;
 }
 
 /** Everything idempo stores about one key. */
@@ -139,6 +163,10 @@ export interface RunRecord {
   readonly tombstoneUntil: Date | null;
   /** Phases and steps in order; only `inspect` fills it. */
   readonly history: readonly HistoryEntry[] | undefined;
+  /** Set on a child run (same tenant): the run that started it; `null` otherwise. */
+  readonly parent: ParentLink | null;
+  /** The child runs this run started, by item and index; only `inspect` fills it (`[]` for none). */
+  readonly children: readonly ChildLink[] | undefined;
 }
 
 /** What a tombstone holds; see {@link TombstoneRecord}. */
@@ -194,7 +222,11 @@ export interface KeyPage {
   readonly nextCursor: string | null;
 }
 
-export function toRecord(row: RecordRow, history: HistoryRow[] | undefined): RunRecord {
+export function toRecord(
+  row: RecordRow,
+  history: HistoryRow[] | undefined,
+  children?: readonly ChildLink[],
+): RunRecord {
   return {
     tenantId: row.tenant_id,
     key: row.key,
@@ -242,6 +274,11 @@ export function toRecord(row: RecordRow, history: HistoryRow[] | undefined): Run
       finishedAt: h.finished_at,
       tries: h.tries === null ? null : (JSON.parse(h.tries) as StepTry[]),
     })),
+    parent:
+      row.parent_key !== null && row.parent_item !== null && row.child_index !== null
+        ? { key: row.parent_key, item: row.parent_item, index: row.child_index }
+        : null,
+    children,
   };
 }
 

@@ -109,12 +109,15 @@ async function story(demo: Demo): Promise<Tally> {
   }
   const record = await engine.inspect(TENANT, payoutKey(first));
   expect(record !== null && record.status === "completed", "the first payout should be completed");
-  // Each child is a run of its own, linked to its parent (the engine's runs table says which).
-  const { rows: children } = await sql<{ key: string; status: string; child_index: number }>`
-    SELECT key, status, child_index FROM idempo.runs
-    WHERE tenant_id = ${TENANT} AND parent_key = ${payoutKey(first)} ORDER BY child_index`.execute(db);
+  // Each child is a run of its own, linked to its parent both ways.
+  const children = record.children ?? [];
   say(`${payoutKey(first)} has ${children.length} children, under keys derived from its own:`);
-  for (const c of children) say(`  #${c.child_index} ${c.key} (${c.status})`);
+  for (const c of children) say(`  ${c.item}[${c.index}] ${c.key} (${c.workflow}, ${c.outcome})`);
+  const child = children[0] ? await engine.inspect(TENANT, children[0].key) : null;
+  expect(child !== null && child.status === "completed", "the first child should be completed");
+  say(
+    `and inspect on the first child names its parent: ${child.parent?.key}, ${child.parent?.item}[${child.parent?.index}]`,
+  );
   const lost = demo.provider.counts.lostAnswers;
   say(`the provider lost ${lost} answer: the step asked again with the same key and got the same transfer back`);
 

@@ -7,7 +7,6 @@
  * requests stay within its rate.
  */
 import { createEngine, deriveChildKey } from "@idempo/core";
-import { sql } from "kysely";
 import { describe, expect, it } from "vitest";
 import { useClonedDatabase } from "../../../packages/testkit/src/index.ts";
 import { addOrders, createMarketplaceTables, payoutCounts } from "../src/marketplace-tables.ts";
@@ -73,14 +72,19 @@ describe("marketplace payout on PostgreSQL, two workers", () => {
     // The shared bucket kept both workers under the provider's own limit: no request refused.
     expect(provider.counts.refused).toBe(0);
 
-    // Each order's run has one child per seller, under keys derived from its own.
+    // Each order's run shows one child per seller, under keys derived from its own, and each child its parent.
     for (const o of ORDERS) {
-      const { rows } = await sql<{ key: string }>`
-        SELECT key FROM idempo.runs WHERE tenant_id = ${TENANT} AND parent_key = ${payoutKey(o.id)}
-        ORDER BY child_index`.execute(clone.db);
-      expect(rows.map((r) => r.key)).toEqual(
-        o.lines.map((_, i) => deriveChildKey(TENANT, payoutKey(o.id), "payout_order", "transfers", i)),
+      const record = await first.inspect(TENANT, payoutKey(o.id));
+      const children = record?.status === "expired" ? [] : (record?.children ?? []);
+      expect(children.map((c) => [c.key, c.outcome])).toEqual(
+        o.lines.map((_, i) => [deriveChildKey(TENANT, payoutKey(o.id), "payout_order", "transfers", i), "succeeded"]),
       );
+      const child = await first.inspect(TENANT, children[0]?.key ?? "");
+      expect(child?.status === "expired" ? null : child?.parent).toEqual({
+        key: payoutKey(o.id),
+        item: "transfers",
+        index: 0,
+      });
     }
   });
 });

@@ -89,7 +89,7 @@ export type { SignalOptions } from "./runtime/signal-delivery/deliver-signal.js"
 export type { SignalResult } from "./runtime/signal-delivery/signal-acceptance.js";
 export type { WaitOptions } from "./runtime/signal-delivery/wait-for-completion.js";
 export type { LogFields, Logger } from "./telemetry/logger.js";
-export type { StateUpdate, WorkflowBuilder } from "./workflow/builder.js";
+export type { WorkflowBuilder } from "./workflow/builder.js";
 export type {
   EnqueueOptions,
   Outbox,
@@ -108,6 +108,7 @@ export type {
   MapOptions,
   ParallelOptions,
   SleepDuration,
+  StateUpdate,
   StepOptions,
   UnknownErrorPolicy,
   WaitForOptions,

@@ -14,6 +14,7 @@ import type {
   MapOptions,
   ParallelOptions,
   SleepDuration,
+  StateUpdate,
   StepOptions,
   WaitForOptions,
   Workflow,
@@ -30,9 +31,6 @@ import type { Merge, ParallelBuilder } from "./parallel-builder.js";
 import { parallelItem } from "./parallel-builder.js";
 import type { Versioning } from "./versions.js";
 import { checkVersion, finishedWorkflow, UNVERSIONED } from "./versions.js";
-
-/** What a phase or step may return: an object merged into `state`, or nothing. */
-export type StateUpdate = object | undefined | void;
 
 /**
  * Immutable fluent builder of a workflow; every method returns a new
@@ -82,7 +80,8 @@ export class WorkflowBuilder<DB, In, I, S> {
    * @example
    * ```ts
    * // Runs started on `checkout` (version 1) finish there; new runs take version 2.
-   * const checkoutV2 = workflow('checkout').version(2).replaces(checkout).phase('order', () => ({})).respond(...)
+   * const checkoutV2 = workflow('checkout').version(2).replaces(checkout)
+   *   .phase('create_order', () => ({ orderId: 'o-1' })).respond(({ state }) => ({ status: 201, body: state }))
    * ```
    * @param version an integer from 1 to 2 147 483 647; higher is newer.
    * @throws WorkflowDefinitionError on any other value, or when the version was already set.
@@ -105,7 +104,11 @@ export class WorkflowBuilder<DB, In, I, S> {
    * replaces is kept too, so `v3.replaces(v2)` also keeps what `v2`
    * replaces. May be called more than once; checked by `respond`.
    *
-   * @example `const v2 = workflow('signup').version(2).replaces(v1).phase('create', () => ({})).respond(...)`
+   * @example
+   * ```ts
+   * const v1 = workflow('signup').phase('create', () => ({})).respond(() => ({ status: 201, body: null }))
+   * const v2 = workflow('signup').version(2).replaces(v1).phase('create', () => ({})).respond(() => ({ status: 201, body: null }))
+   * ```
    * @param older finished workflows with the same name and lower versions.
    * @throws WorkflowDefinitionError from `respond` when one is not a
    * finished workflow, has another name or a version not below this one,
@@ -177,10 +180,8 @@ export class WorkflowBuilder<DB, In, I, S> {
    * fingerprint is taken from the raw input, before zod defaults or stripping.
    * @example
    * ```ts
-   * const refund = workflow('refund')
-   *   .input(z.object({ orderId: z.string(), amountCents: z.number().int().positive() }))
-   *   .phase('record', ({ input }) => ({ refundedCents: input.amountCents }))
-   *   .respond(({ state }) => ({ status: 200, body: state }))
+   * const refund = workflow('refund').input(z.object({ orderId: z.string(), amountCents: z.number().int().positive() }))
+   *   .phase('record', ({ input }) => ({ refundedCents: input.amountCents })).respond(({ state }) => ({ status: 200, body: state }))
    * ```
    */
   input<Z extends z.ZodType>(schema: Z): WorkflowBuilder<DB, z.input<Z>, z.output<Z>, S> {
@@ -195,8 +196,7 @@ export class WorkflowBuilder<DB, In, I, S> {
    *
    * @example
    * ```ts
-   * workflow<Database>('place_order')
-   *   .input(z.object({ cartId: z.string(), amountCents: z.number().int() }))
+   * workflow<Database>('place_order').input(z.object({ cartId: z.string(), amountCents: z.number().int() }))
    *   .phase('create_order', async ({ tx, input }) => {
    *     const id = `order-${input.cartId}`
    *     await tx.insertInto('orders').values({ id, cart_id: input.cartId, amount_cents: input.amountCents }).execute()
@@ -221,8 +221,7 @@ export class WorkflowBuilder<DB, In, I, S> {
    *
    * @example
    * ```ts
-   * workflow('pay')
-   *   .input(z.object({ amountCents: z.number().int() }))
+   * workflow('pay').input(z.object({ amountCents: z.number().int() }))
    *   .step('charge', async ({ input, idempotencyKey, signal }) => {
    *     const charge = await payments.charge(input.amountCents, { idempotencyKey, signal })
    *     return { chargeId: charge.id }
@@ -315,8 +314,7 @@ export class WorkflowBuilder<DB, In, I, S> {
    *
    * @example
    * ```ts
-   * workflow('trial')
-   *   .phase('start', () => ({ plan: 'pro' }))
+   * workflow('trial').phase('start', () => ({ plan: 'pro' }))
    *   .sleep('trial_period', 14 * 24 * 60 * 60 * 1000) // fourteen days, one row meanwhile
    *   .phase('convert', ({ state }) => ({ converted: state.plan }))
    * ```
@@ -339,8 +337,7 @@ export class WorkflowBuilder<DB, In, I, S> {
    *
    * @example
    * ```ts
-   * const payWith3ds = workflow('pay_3ds')
-   *   .waitFor('challenge', { schema: z.object({ approved: z.boolean() }), timeoutMs: 15 * 60_000 })
+   * const payWith3ds = workflow('pay_3ds').waitFor('challenge', { schema: z.object({ approved: z.boolean() }), timeoutMs: 15 * 60_000 })
    *   .respond(({ state }) => ({ status: state.challenge.approved ? 200 : 402, body: state.challenge }))
    * // Elsewhere, in the provider's webhook handler:
    * await engine.signal('acme', 'order-7f3a', 'challenge', { approved: true })
@@ -361,7 +358,10 @@ export class WorkflowBuilder<DB, In, I, S> {
    * `outcome: 'suspended'`); without it the body is `null`. `fn` gets
    * `{ input, state, key, tenantId, attempt }` with the state committed at
    * the suspension; its result must be a JSON value.
-   * @example `workflow('export').phase('queue', () => ({ exportId: 'e-1' })).accepted(({ state }) => ({ exportId: state.exportId ?? null }))`
+   * @example
+   * ```ts
+   * workflow('export').phase('queue', () => ({ exportId: 'e-1' })).accepted(({ state }) => ({ exportId: state.exportId ?? null }))
+   * ```
    */
   accepted(fn: (info: RunInfo<I, Partial<S>>) => unknown): WorkflowBuilder<DB, In, I, S> {
     if (typeof fn !== "function") {

@@ -3,6 +3,9 @@ import type { z } from "zod";
 import type { JsonValue } from "../json/json-value.js";
 import type { PhaseContext, ReconcileContext, ResponseSpec, RunInfo, StepContext, TimeoutContext } from "./context.js";
 
+/** What a phase or step may return: an object merged into `state`, or nothing. */
+export type StateUpdate = object | undefined | void;
+
 /** How a workflow treats an error that is neither `fail` nor `reject`. */
 export type UnknownErrorPolicy = "retry" | "store";
 

@@ -9,7 +9,7 @@ import { SWEEP_OPTIONS } from "../../options/known-options.js";
 import { MAX_STORED_MS } from "../../options/limits.js";
 import { intOption } from "../../options/option-checks.js";
 import { checkOptions } from "../../options/option-shape.js";
-import { cancelOrphanedChildren, PARENT_ENDED } from "../../store/children.js";
+import { cancelOrphanedChildren, PARENT_ENDED } from "../../store/child-cancel.js";
 import { sweepBatch, sweepOutboxBatch } from "../../store/maintenance.js";
 import { sweepTombstoneBatch } from "../../store/tombstones.js";
 import type { EngineContext } from "../engine-context.js";

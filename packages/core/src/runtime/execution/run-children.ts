@@ -16,14 +16,13 @@ import { canonicalJson, fingerprintOf } from "../../json/fingerprint.js";
 import type { JsonValue } from "../../json/json-value.js";
 import { checkPayloadSize } from "../../json/payload-size.js";
 import { deriveChildKey } from "../../keys/derived-key.js";
+import { cancelChildren, PARENT_ENDED } from "../../store/child-cancel.js";
 import type { ChildRow, ChildrenStart, ParentItem } from "../../store/children.js";
 import {
   advancePastChildren,
-  cancelChildren,
   childrenOf,
   failChildrenTimeout,
   lockForChildren,
-  PARENT_ENDED,
   startChildren,
   suspendForChildren,
 } from "../../store/children.js";

@@ -10,7 +10,7 @@ import { checkPayloadSize } from "../../json/payload-size.js";
 import { assertValidRunKey } from "../../keys/key-validation.js";
 import { CANCEL_OPTIONS, FORGET_OPTIONS, RETRY_FROM_OPTIONS } from "../../options/known-options.js";
 import { checkOptions } from "../../options/option-shape.js";
-import { cancelChildren, PARENT_ENDED } from "../../store/children.js";
+import { cancelChildren, PARENT_ENDED } from "../../store/child-cancel.js";
 import type { RecordRow } from "../../store/operations.js";
 import { selectHistory, selectRecord } from "../../store/operations.js";
 import type { Executor, Tables } from "../../store/run-store.js";

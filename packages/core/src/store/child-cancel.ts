@@ -1,0 +1,110 @@
+/**
+ * Canceling child runs whose parent ended before them: `cancelChildren`
+ * right after a parent's cancel or timeout commits, and the sweeper's
+ * repair, `cancelOrphanedChildren`, for a crash between the two. Each
+ * cancel completes the child as `mark_completed` does for an operator's
+ * cancel (outcome `canceled`); its completion trigger (migration 0020)
+ * then finds the parent no longer waiting.
+ */
+import { sql } from "kysely";
+import { DONE_CHANNEL } from "./notify-channels.js";
+import type { Executor, StoredResponse, Tables } from "./run-store.js";
+
+/**
+ * What a child that has not completed stores when its parent ends first
+ * (canceled, or its wait timed out): outcome `canceled`, a 409 RFC 9457
+ * problem with code `run_canceled`, as `engine.cancel` stores by default.
+ */
+export const PARENT_ENDED: StoredResponse = Object.freeze({
+  outcome: "canceled",
+  status: 409,
+  body: JSON.stringify({
+    type: "about:blank",
+    title: "Canceled",
+    status: 409,
+    code: "run_canceled",
+    detail: "the parent run ended before this child completed",
+  }),
+});
+
+/**
+ * The completion written to each canceled child: what `mark_completed`
+ * writes for a cancel, in one UPDATE over all of them, so every child row
+ * is locked (in index order) before any completion trigger locks the
+ * parent's.
+ */
+function cancelAll(t: Tables, doomed: ReturnType<typeof sql>, response: StoredResponse) {
+  return sql`
+    canceled AS (
+      UPDATE ${t.runs} r
+      SET status = 'completed', owner_token = NULL, locked_until = NULL, parked_reason = NULL, parked_at = NULL,
+          outcome = ${response.outcome}, response_status = ${response.status}::integer,
+          response_body = ${response.body}::json,
+          expires_at = clock_timestamp() + r.retention_ms * interval '1 millisecond',
+          completed_at = clock_timestamp(), updated_at = clock_timestamp()
+      FROM (${doomed}) d
+      WHERE r.tenant_id = d.tenant_id AND r.key = d.key AND r.status <> 'completed'
+      RETURNING r.tenant_id, r.key, r.durable
+    ), told AS (
+      SELECT pg_notify(${DONE_CHANNEL}, ${sql.id(t.schema, "completion_tag")}(tenant_id, key)) FROM canceled WHERE durable
+    )
+    SELECT (SELECT count(*) FROM canceled)::int AS n, (SELECT count(*) FROM told) AS told`;
+}
+
+/**
+ * Cancel the children of the parent `(tenantId, key, runId)` that have not
+ * completed (of every item, and their own children, at any depth), with
+ * `response` (outcome `canceled`). In flight ones lose their owner as by
+ * `engine.cancel`: their next write is refused.
+ *
+ * @returns how many were canceled.
+ */
+export async function cancelChildren(
+  db: Executor,
+  t: Tables,
+  parent: { readonly tenantId: string; readonly key: string; readonly runId: string },
+  response: StoredResponse,
+): Promise<number> {
+  // The children, theirs in turn, and so on: a canceled child's own children have no one left to wait for them.
+  const doomed = sql`WITH RECURSIVE tree AS (
+      SELECT tenant_id, key, run_id FROM ${t.runs}
+      WHERE tenant_id = ${parent.tenantId} AND parent_key = ${parent.key} AND parent_run_id = ${parent.runId}
+      UNION
+      SELECT c.tenant_id, c.key, c.run_id FROM ${t.runs} c
+      JOIN tree ON c.tenant_id = tree.tenant_id AND c.parent_key = tree.key AND c.parent_run_id = tree.run_id
+    )
+    SELECT r.tenant_id, r.key FROM ${t.runs} r JOIN tree USING (tenant_id, key)
+    WHERE r.status <> 'completed'
+    ORDER BY r.key FOR UPDATE OF r`;
+  const { rows } = await sql<{ n: number }>`/* idempo:cancel_children */
+    WITH ${cancelAll(t, doomed, response)}
+  `.execute(db);
+  return rows[0]?.n ?? 0;
+}
+
+/**
+ * The sweeper's repair: cancel at most `limit` children that have not
+ * completed while their parent has (a crash between the parent's end and
+ * its `cancelChildren`) or is gone.
+ *
+ * @returns how many were canceled.
+ */
+export async function cancelOrphanedChildren(
+  db: Executor,
+  t: Tables,
+  limit: number,
+  response: StoredResponse,
+): Promise<number> {
+  const doomed = sql`SELECT c.tenant_id, c.key FROM ${t.runs} c
+    WHERE c.parent_key IS NOT NULL AND c.status <> 'completed'
+      AND NOT EXISTS (
+        SELECT 1 FROM ${t.runs} p
+        WHERE p.tenant_id = c.tenant_id AND p.key = c.parent_key AND p.run_id = c.parent_run_id
+          AND p.status <> 'completed'
+      )
+    ORDER BY c.key LIMIT ${limit} FOR UPDATE OF c SKIP LOCKED`;
+  const { rows } = await sql<{ n: number }>`/* idempo:cancel_orphans */
+    WITH ${cancelAll(t, doomed, response)}
+  `.execute(db);
+  return rows[0]?.n ?? 0;
+}

@@ -34,7 +34,9 @@ export type Path =
   | "three-writes"
   | "dbos-three"
   | "dbos-replay"
-  | "dbos-three-writes";
+  | "dbos-three-writes"
+  | "map-100"
+  | "enqueue-100";
 
 export interface Cell {
   /** Stable id, `<system>:<path>:<concurrency>`, used by the targets. */
@@ -48,6 +50,7 @@ export interface Cell {
     | "idempo"
     | "idempo-named"
     | "idempo-limited"
+    | "idempo-fanout"
     | "idempo-pglite"
     | "pglite-raw"
     | "pglite-fn"

@@ -11,7 +11,8 @@
  * - BENCH_SCALE   multiplies the big sizes of the scale cells and the heap cell's run count
  *                 (Default: 1, or 0.1 with BENCH_ROUNDS=1 so a smoke run stays short).
  * - BENCH_BIG_ROWS records under the new-key scale cell (Default: the stale-run cell's 2 M × BENCH_SCALE).
- * - BENCH_PARTS   comma-separated subset of cells,sweeper,scale,heap,otel (Default: all).
+ * - BENCH_PARTS   comma-separated subset of cells,fanout,sweeper,scale,heap,otel (Default: all). `fanout`
+ *                 is the .map cell and its by-hand counterpart, with a worker of their own running meanwhile.
  * - BENCH_SYSTEMS comma-separated subset of the cells' systems (the first column of a cell id, such as
  *                 idempo-pglite,pglite-raw); PGlite or DBOS start only when one of their cells is kept
  *                 (Default: every cell).
@@ -26,6 +27,7 @@ import { dbosCells, engineCells, equalWorkCell, limitedCells, optionCells, rawCe
 import type { DbosBench } from "./dbos.js";
 import { launchDbos } from "./dbos.js";
 import { measureErrorCost } from "./error-cost.js";
+import { prepareFanout } from "./fan-out.js";
 import type { HeapResult } from "./heap.js";
 import { measureHeap } from "./heap.js";
 import { measureIdCost } from "./id-cost.js";
@@ -55,7 +57,9 @@ const ROUNDS = positive("BENCH_ROUNDS", 3);
 const SECONDS = positive("BENCH_SECONDS", ROUNDS > 1 ? 2 : 1);
 const SCALE = positive("BENCH_SCALE", ROUNDS > 1 ? 1 : 0.1);
 const BIG_ROWS = process.env.BENCH_BIG_ROWS ? positive("BENCH_BIG_ROWS", 0) : undefined;
-const PARTS = new Set((process.env.BENCH_PARTS ?? "cells,sweeper,scale,heap,otel").split(",").map((p) => p.trim()));
+const PARTS = new Set(
+  (process.env.BENCH_PARTS ?? "cells,fanout,sweeper,scale,heap,otel").split(",").map((p) => p.trim()),
+);
 const SYSTEMS = process.env.BENCH_SYSTEMS
   ? new Set(process.env.BENCH_SYSTEMS.split(",").map((s) => s.trim()))
   : undefined;
@@ -218,6 +222,17 @@ async function main(): Promise<number> {
     }
     const measured = cells.filter((c) => kept(c.system));
     const results = await runRounds(measured, await serverCpu(bench.admin, [name, dbosName]));
+    if (PARTS.has("fanout") && kept("idempo-fanout")) {
+      // Their worker runs only while they do: its polling never weighs on the other cells.
+      const fanout = await prepareFanout(url);
+      try {
+        const fanned = await runRounds(fanout.cells, await serverCpu(bench.admin, [name, dbosName]));
+        for (const [id, rounds] of fanned) results.set(id, rounds);
+        measured.push(...fanout.cells);
+      } finally {
+        await fanout.close();
+      }
+    }
 
     const sweeps: SweepRound[] = [];
     if (PARTS.has("sweeper")) {

@@ -22,6 +22,7 @@ const SYSTEMS: Record<Exclude<Cell["system"], ShapeSystem>, string> = {
   "raw-collapsed": "node-pg, named, one-statement transactions as autocommit",
   "idempo-named": "idempo runOnce (pg, withPreparedStatements)",
   "idempo-limited": "idempo runOnce (pg), workflow with .concurrency",
+  "idempo-fanout": "idempo enqueue + worker (pg), 100 children drained",
   "idempo-pglite": "idempo runOnce (PGlite, in-process)",
   "pglite-raw": "PGlite db.query, the same statements",
   "pglite-fn": "PGlite, statements as PL/pgSQL functions",
@@ -44,6 +45,8 @@ const PATHS: Record<Path, string> = {
   "dbos-three": "3 no-op steps, new workflow ID",
   "dbos-replay": "replay (same workflow ID)",
   "dbos-three-writes": "transaction (INSERT) / step / transaction (INSERT), new workflow ID",
+  "map-100": "a parent's .map over 100 one-phase children, enqueued and waited for",
+  "enqueue-100": "100 one-phase runs enqueued in one transaction, each waited for",
 };
 
 /** A Markdown table, padded so it also reads in a terminal. */
@@ -190,6 +193,12 @@ export function targets(results: Results, sweeps: readonly SweepRound[], extra: 
       ratio: ratio(results, "idempo-limited:three:16", "idempo:three:16", ops),
       at: "least",
       bound: 0.75,
+    },
+    {
+      label: ".map over 100 children ÷ 100 enqueues by hand, each drained by a worker, 1 client",
+      ratio: ratio(results, "idempo-fanout:map-100:1", "idempo-fanout:enqueue-100:1", ops),
+      at: "least",
+      bound: 0.8,
     },
     {
       label: "new key ÷ bare node-pg INSERT, 16 clients",

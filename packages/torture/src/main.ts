@@ -10,8 +10,10 @@ import type { CliOptions } from "./options.ts";
 import { parseOptions, USAGE } from "./options.ts";
 import type { OwnedServer } from "./owned-server.ts";
 import { startOwnedServer } from "./owned-server.ts";
+import type { Report } from "./report.ts";
 import { details, passed, summaryLine } from "./report.ts";
 import { runDurable } from "./scenarios/durable-waits.ts";
+import { runFanout } from "./scenarios/fanout.ts";
 
 const log = (line: string) => process.stderr.write(`[torture] ${line}\n`);
 
@@ -46,7 +48,7 @@ async function main(): Promise<number> {
   try {
     const serverUrl = options.databaseUrl ?? (server as OwnedServer).url;
     const main = await runTorture({ ...options, faults: planFaults(options.faults), serverUrl, server, log });
-    const report =
+    let report: Report =
       options.durableIntents === 0
         ? main
         : {
@@ -70,6 +72,25 @@ async function main(): Promise<number> {
               log,
             }),
           };
+    if (options.fanoutParents > 0) {
+      const kills = Math.max(2, Math.round(options.fanoutParents / 6));
+      report = {
+        ...report,
+        fanout: await runFanout({
+          serverUrl,
+          parents: options.fanoutParents,
+          transfers: 20,
+          workers: Math.max(2, Math.min(options.workers, 4)),
+          fanOutKills: kills,
+          fanInKills: kills,
+          leaseMs: options.leaseMs,
+          mode: "map",
+          seed: options.seed,
+          keepDatabase: options.keepDatabase,
+          log,
+        }),
+      };
+    }
     for (const line of details(report)) log(line);
     process.stdout.write(`${summaryLine(report)}\n`);
     if (report.runs < report.target) log(`only ${report.runs} of ${report.target} runs fit in the time budget`);

@@ -17,6 +17,13 @@ describe("pnpm torture options", () => {
     expect(() => parseOptions(["--durable-intents", "-1"])).toThrow("--durable-intents");
   });
 
+  it("runs the fan-out scenario after the durable one unless told 0", () => {
+    expect(parseOptions([]).fanoutParents).toBe(24);
+    expect(parseOptions(["--long"]).fanoutParents).toBe(120);
+    expect(parseOptions(["--fanout-parents", "0"]).fanoutParents).toBe(0);
+    expect(() => parseOptions(["--fanout-parents", "x"])).toThrow("--fanout-parents");
+  });
+
   it("runs the failover scenario with --failover: three primary kills and a switchover unless told", () => {
     expect(parseOptions([])).toMatchObject({ failover: false });
     expect(parseOptions(["--failover"])).toMatchObject({ failover: true, primaryKills: 3, switchovers: 1 });

@@ -20,6 +20,8 @@ export interface CliOptions {
   readonly keepDatabase: boolean;
   /** Intents of the durable scenario run after the main one; 0 skips it. */
   readonly durableIntents: number;
+  /** Parents of the fan-out scenario run after the durable one (20 children each); 0 skips it. */
+  readonly fanoutParents: number;
   /** `--failover`: the failover scenario on a Patroni cluster of its own instead (see `failover/`). */
   readonly failover: boolean;
   /** Primary kills and switchovers of the failover scenario. */
@@ -31,7 +33,7 @@ export interface CliOptions {
 
 export const USAGE = `usage: pnpm torture [--help] [--long] [--runs N] [--workers N] [--slots N] [--lease-ms MS]
                     [--faults N] [--budget-minutes M] [--seed N] [--database-url URL] [--keep-database]
-                    [--durable-intents N] [--failover [--primary-kills N] [--switchovers N] [--http-intents N]]
+                    [--durable-intents N] [--fanout-parents N] [--failover [--primary-kills N] [--switchovers N] [--http-intents N]]
 
   --long               10 000 runs (Default: 1 000)
   --runs N             intents to run; overrides --long
@@ -48,6 +50,10 @@ export const USAGE = `usage: pnpm torture [--help] [--long] [--runs N] [--worker
   --durable-intents N  then the durable scenario: N runs that sleep, send an outbox message and wait
                        for a signal while workers are killed, signals race and an operator rewinds
                        some, then retries across retention; 0 skips it (Default: 24, 240 with --long)
+  --fanout-parents N   then the fan-out scenario: N payout batches with parallel checks, each fanning out
+                       20 transfers, under concurrency limits of 1-3 per key and a shared rate limit,
+                       while workers are killed in fan-out and fan-in and a sampler reads the limits;
+                       0 skips it (Default: 24, 120 with --long)
   --failover           the failover scenario instead: a two-node Patroni cluster behind HAProxy of its
                        own (scripts/failover/cluster.sh; it installs patroni, etcd and haproxy with
                        apt-get when missing, and exits 3 when it cannot), the same fleet and chaos plus
@@ -82,6 +88,7 @@ export function parseOptions(argv: readonly string[]): CliOptions {
       "database-url": { type: "string" },
       "keep-database": { type: "boolean", default: false },
       "durable-intents": { type: "string" },
+      "fanout-parents": { type: "string" },
       failover: { type: "boolean", default: false },
       "primary-kills": { type: "string" },
       switchovers: { type: "string" },
@@ -104,6 +111,8 @@ export function parseOptions(argv: readonly string[]): CliOptions {
     keepDatabase: values["keep-database"] === true,
     durableIntents:
       values["durable-intents"] === "0" ? 0 : positive("durable-intents", values["durable-intents"], long ? 240 : 24),
+    fanoutParents:
+      values["fanout-parents"] === "0" ? 0 : positive("fanout-parents", values["fanout-parents"], long ? 120 : 24),
     failover: values.failover === true,
     primaryKills: positive("primary-kills", values["primary-kills"], 3),
     switchovers: values.switchovers === "0" ? 0 : positive("switchovers", values.switchovers, 1),

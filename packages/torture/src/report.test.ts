@@ -80,6 +80,33 @@ describe("the summary line", () => {
     expect(passed({ ...report, durable: { ...durable, acknowledgedUnusable: 1 } })).toBe(false);
   });
 
+  it("fails a run whose fan-out scenario exceeded a limit or the rate, and prints its line", () => {
+    const fanout = {
+      mode: "map" as const,
+      parents: 12,
+      children: 240,
+      kills: { fanOut: 2, fanIn: 2 },
+      takeovers: 9,
+      samples: 1_200,
+      peaks: [{ limitKey: "fanout_transfer_1\u001fs1", max: 1, slots: 1, executing: 1 }],
+      limitsExceeded: 0,
+      rateLimitedCalls: 260,
+      rateExcess: -30,
+      providerCalls: 300,
+      providerOperations: 288,
+      duplicateEffects: 0,
+      lostIntents: 0,
+      otherViolations: 0,
+      problems: [],
+      seconds: 12,
+    };
+    expect(passed({ ...report, fanout })).toBe(true);
+    expect(passed({ ...report, fanout: { ...fanout, limitsExceeded: 1 } })).toBe(false);
+    expect(passed({ ...report, fanout: { ...fanout, rateExcess: 0.5 } })).toBe(false);
+    expect(passed({ ...report, fanout: { ...fanout, lostIntents: 1 } })).toBe(false);
+    expect(details({ ...report, fanout }).some((l) => l.includes("fanout_transfer_1:s1 1/1 of 1"))).toBe(true);
+  });
+
   it("prints the operator scenario's figures when it ran", () => {
     const operators = {
       intents: 34,

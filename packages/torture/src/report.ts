@@ -2,6 +2,8 @@ import type { ChaosCounters } from "./chaos.ts";
 import type { OperatorVerdict } from "./operator-scenario.ts";
 import type { DurableReport } from "./scenarios/durable-report.ts";
 import { durablePassed, durableSummaryLine } from "./scenarios/durable-report.ts";
+import type { FanoutReport } from "./scenarios/fanout-report.ts";
+import { fanoutPassed, fanoutSummaryLine } from "./scenarios/fanout-report.ts";
 
 /** The outcome of one torture run. */
 export interface Report {
@@ -56,6 +58,8 @@ export interface Report {
   readonly database: string;
   /** The durable scenario (sleeps, signals, worker kills), when it ran: see `scenarios/durable-waits.ts`. */
   readonly durable?: DurableReport;
+  /** The fan-out scenario (parallel branches, children, limits, worker kills), when it ran: see `scenarios/fanout.ts`. */
+  readonly fanout?: FanoutReport;
 }
 
 /** True when nothing was duplicated, lost or otherwise broken, and every intent asked for ran. */
@@ -65,7 +69,8 @@ export function passed(report: Report): boolean {
     report.lostIntents === 0 &&
     report.otherViolations === 0 &&
     report.runs >= report.target &&
-    (report.durable === undefined || durablePassed(report.durable))
+    (report.durable === undefined || durablePassed(report.durable)) &&
+    (report.fanout === undefined || fanoutPassed(report.fanout))
   );
 }
 
@@ -108,6 +113,10 @@ export function details(r: Report): string[] {
   if (r.durable) {
     lines.push(durableSummaryLine(r.durable));
     for (const p of r.durable.problems.slice(0, 20)) lines.push(`durable violation: ${p}`);
+  }
+  if (r.fanout) {
+    lines.push(fanoutSummaryLine(r.fanout));
+    for (const p of r.fanout.problems.slice(0, 20)) lines.push(`fan-out violation: ${p}`);
   }
   for (const p of r.problems.slice(0, 20)) lines.push(`violation: ${p}`);
   if (r.problems.length > 20) lines.push(`... and ${r.problems.length - 20} more`);

@@ -100,3 +100,17 @@ CREATE TABLE shop.captures (
   nonce      text      NOT NULL
 );
 CREATE INDEX captures_by_key ON shop.captures (tenant_id, key);
+
+-- The fan-out scenario's record of workflow code executing under a
+-- concurrency limit: a row while a branch or step of an attempt runs (its
+-- limit key as the engine names it, and the attempt), deleted when it
+-- returns. The scenario's sampler counts, per limit key, the runs with a
+-- row whose attempt still owns its run under a live lease: an independent
+-- reading of "at most max at once" beside the engine's own slot table.
+CREATE TABLE shop.executing (
+  id         bigserial PRIMARY KEY,
+  limit_key  text      NOT NULL,
+  tenant_id  text      NOT NULL,
+  key        text      NOT NULL,
+  attempt    integer   NOT NULL
+);

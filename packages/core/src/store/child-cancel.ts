@@ -6,9 +6,9 @@
  * cancel (outcome `canceled`); its completion trigger (migration 0020)
  * then finds the parent no longer waiting.
  */
-import { sql } from "kysely";
 import { DONE_CHANNEL } from "./notify-channels.js";
 import type { Executor, StoredResponse, Tables } from "./run-store.js";
+import { sql } from "./sql.js";
 
 /**
  * What a child that has not completed stores when its parent ends first

@@ -12,13 +12,13 @@
  * (`cancelChildren` of child-cancel.ts), and the sweeper repairs a crash
  * in between. Every write of the parent is fenced on its owner token.
  */
-import { sql } from "kysely";
 import { newId } from "../ids.js";
 import { DUE_CHANNEL } from "./notify-channels.js";
 import type { Advance } from "./progress.js";
 import { markCompleted } from "./progress.js";
 import type { Executor, Ownership, RunOutcome, RunStatus, StoredResponse, Tables } from "./run-store.js";
 import { leaseInterval } from "./run-store.js";
+import { sql } from "./sql.js";
 
 /** The parent run and item whose children are meant. */
 export interface ParentItem {

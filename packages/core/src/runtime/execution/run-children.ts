@@ -28,6 +28,7 @@ import {
 } from "../../store/children.js";
 import type { Executor, StoredResponse } from "../../store/run-store.js";
 import { tombstoneMsOf } from "../engine-context.js";
+import { engineTransaction } from "../engine-db.js";
 import type { ItemRun, Outcome } from "./item-run.js";
 import { advanced, itemProgress, resultOf, withResponse } from "./item-run.js";
 import { suspendedResult } from "./run-suspension.js";
@@ -57,7 +58,7 @@ export async function runChildren(run: ChildItemRun): Promise<Outcome> {
   // The inputs are computed once: only when the item has no children yet (a resume finds them).
   const known = await childrenOf(deps.db, deps.tables, parent);
   const start = known.length === 0 ? await planChildren(run) : undefined;
-  const work = deps.db.transaction().execute(async (tx): Promise<Outcome | "timed_out"> => {
+  const work = engineTransaction(deps.layer, async (tx): Promise<Outcome | "timed_out"> => {
     const locked = await lockForChildren(tx, deps.tables, plan.own, item.name);
     if (!locked) throw lease.lost();
     if (start) {

@@ -90,11 +90,13 @@ export type KeyLook<F extends FoundKey> =
   | { readonly kind: "claimed" }
   | { readonly kind: "existing"; readonly run: F }
   /** A concurrent claim committed between the statement's snapshot and its insert; ask again. */
-  | { readonly kind: "raced" };
+  | { readonly kind: "raced" }
+  /** The key's first phase, which holds its claim, outlasted the lock timeout: in progress for about `retryAfterMs`. */
+  | { readonly kind: "busy"; readonly retryAfterMs: number };
 
 /** What a caller of {@link admit} does at each turn. */
 export interface AdmissionSteps<F extends FoundKey, R> {
-  /** Claim the key (a fresh run each round), or read who has it. */
+  /** Claim the key (a fresh run each round), or read who has it; a run may also start and end in this call. */
   claim(): Promise<KeyLook<F>>;
   /** Take a key whose completed record is past retention and tombstone; false when it changed meanwhile. */
   reclaimExpired(): Promise<boolean>;
@@ -124,6 +126,7 @@ export async function admit<F extends FoundKey, R extends object>(
   const round = async (): Promise<R | "again" | number> => {
     const look = await steps.claim();
     if (look.kind === "raced") return "again";
+    if (look.kind === "busy") return look.retryAfterMs;
     if (look.kind === "claimed") return steps.claimed();
     const found = look.run;
     if (found.status === "completed" && found.expired && found.tombstone === null) {

@@ -27,12 +27,14 @@ import { translateEntryErrors } from "../entry-errors.js";
 import { retryAfterOverLimit, slotFor, takeSlot } from "../execution/concurrency-slot.js";
 import { isConnectionLoss } from "../execution/db-errors.js";
 import { execute } from "../execution/executor.js";
+import type { FoldedClaim } from "../execution/folded-claim.js";
+import { ClaimTaken, mayFoldClaim } from "../execution/folded-claim.js";
 import { DEFAULT_MAX_ATTEMPTS, reportParkedByTakeover, resumeTaken } from "../execution/resume.js";
 import type { RunResult } from "../execution/run-result.js";
 import { storedResult } from "../execution/run-result.js";
 import type { Watch } from "../signal-delivery/completion-waiter.js";
 import { FIRST_PAUSE_MS, MAX_PAUSE_MS } from "../signal-delivery/completion-waiter.js";
-import type { CheckedRequest } from "./admission.js";
+import type { CheckedRequest, KeyLook } from "./admission.js";
 import { admit, checkRequest } from "./admission.js";
 
 /** The arguments of one `runOnce` call. */
@@ -111,7 +113,9 @@ async function claimAndRun<In, B>(
   let watch: Watch | undefined;
   let pause = FIRST_PAUSE_MS;
   let fresh: NewRun | undefined;
-  const call: Call = { ctx, def, checked, runLease, span, claimed, slot };
+  /** The result of a run that claimed its key in its first phase and ran in the claim round. */
+  let folded: RunResult<B> | undefined;
+  const call: Call = { ctx, def, checked, runLease, span, claimed, slot, landed: false };
   /**
    * Once the call waits for another attempt, a lost connection (a failover)
    * is one more reason to look again after a pause, until the deadline: a
@@ -124,7 +128,9 @@ async function claimAndRun<In, B>(
         return await work();
       } catch (error) {
         const left = deadline - performance.now();
-        if (!watch || left <= 0 || !(error instanceof DatabaseUnavailableError || isConnectionLoss(error))) throw error;
+        // Once a claim landed, the run itself failed: not a look to repeat.
+        if (!watch || left <= 0 || call.landed) throw error;
+        if (!(error instanceof DatabaseUnavailableError || isConnectionLoss(error))) throw error;
         await watch.pause(Math.min(left, pause));
         pause = Math.min(MAX_PAUSE_MS, pause * 2);
       }
@@ -133,13 +139,20 @@ async function claimAndRun<In, B>(
   try {
     return await admit<ExistingRun, RunResult<B>>(checked, def.name, {
       claim: () =>
-        patient(() => {
+        patient(async () => {
           fresh = newRun(call);
-          return claimNewKey(ctx.db, ctx.tables, fresh);
+          if (!foldsClaim(def, slot)) return claimNewKey(ctx.db, ctx.tables, fresh);
+          const ran = await startInFirstPhase(call, fresh);
+          if ("kind" in ran) return ran;
+          folded = ran as RunResult<B>;
+          return { kind: "claimed" };
         }),
       reclaimExpired: () => reclaimExpiredKey(ctx.db, ctx.tables, fresh as NewRun),
       // Over the concurrency limit, the run waits stepped aside: answered as a key in progress.
-      claimed: () => retryAfterOverLimit(start(call, fresh as NewRun)) as Promise<RunResult<B> | number>,
+      claimed: () =>
+        folded
+          ? Promise.resolve(folded)
+          : (retryAfterOverLimit(start(call, fresh as NewRun)) as Promise<RunResult<B> | number>),
       existing: (found) =>
         patient(() => retryAfterOverLimit(answerExisting(call, found)) as Promise<RunResult<B> | "again" | number>),
       /**
@@ -173,6 +186,8 @@ interface Call {
   readonly claimed: Report;
   /** The slots of the workflow's `.concurrency` key; absent without one. */
   readonly slot: SlotRequest | undefined;
+  /** Set once a claim of this call's made the key its own. */
+  landed: boolean;
 }
 
 /** The run a claim inserts: new ids each round. */
@@ -193,6 +208,53 @@ function newRun({ ctx, def, checked, runLease }: Call): NewRun {
     retentionMs: def.options.retentionMs ?? ctx.retentionMs,
     tombstoneMs: tombstoneMsOf(def),
   };
+}
+
+/**
+ * A new key may be claimed inside the run's first phase when the workflow
+ * starts with a phase and has no `.concurrency` key (whose slot is taken
+ * after the claim, against the record).
+ */
+function foldsClaim(def: Definition, slot: SlotRequest | undefined): boolean {
+  return def.items[0]?.kind === "phase" && slot === undefined && mayFoldClaim(def);
+}
+
+/**
+ * Run the workflow from its first phase, whose transaction claims the key
+ * first: the result, or what the claim found instead of a free key.
+ */
+async function startInFirstPhase(call: Call, fresh: NewRun): Promise<RunResult<unknown> | KeyLook<ExistingRun>> {
+  const { ctx, def, checked, runLease, span, claimed } = call;
+  const claim: FoldedClaim = {
+    run: fresh,
+    pending: true,
+    onClaimed: () => {
+      // A phase tried again after a conflict claims again: reported once.
+      if (call.landed) return;
+      call.landed = true;
+      claimed("new");
+      span.set({ "idempo.attempt": 1 });
+    },
+  };
+  try {
+    return await execute(ctx.executorDeps(), {
+      def,
+      own: { tenantId: checked.tenantId, key: checked.key, runId: fresh.runId, ownerToken: fresh.ownerToken },
+      attempt: 1,
+      input: checked.input,
+      state: Object.freeze({}),
+      recoveryPoint: null,
+      leaseMs: runLease,
+      span,
+      attemptTimeoutMs: def.options.attemptTimeoutMs ?? ctx.attemptTimeoutMs,
+      claim,
+    });
+  } catch (error) {
+    if (!(error instanceof ClaimTaken)) throw error;
+    // The phase rolled back: nothing of this round was written, nor reported.
+    call.landed = false;
+    return error.look;
+  }
 }
 
 /** The key is this call's: take a slot when the workflow has a limit, and run the workflow from its first item. */

@@ -34,7 +34,8 @@ export class AttemptLease implements LeaseOps {
   renew(): Promise<boolean> {
     const deps = this.#deps;
     const { own, leaseMs, slot } = this.#plan;
-    if (deps.silentHeartbeat) return Promise.resolve(true);
+    // Until the first phase commits its claim, the record is that transaction's alone: nothing to renew.
+    if (deps.silentHeartbeat || this.#plan.claim?.pending) return Promise.resolve(true);
     // A slot's holder renews only while the slot is still its own (see renewSlotLease).
     return slot === undefined
       ? renewLease(deps.db, deps.tables, own, leaseMs)

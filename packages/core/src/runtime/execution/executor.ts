@@ -149,6 +149,8 @@ export async function execute(deps: ExecutorDeps, plan: Plan): Promise<RunResult
     const current = ops.current;
     if (error instanceof CrashSignal) throw error;
     if (error instanceof RejectThrow) return reject(deps, plan, error, recoveryPoint, current);
+    // The first phase held the claim and did not commit: there is no record to fence, mark or park.
+    if (plan.claim?.pending) throw isConnectionLoss(error) ? unavailable(error, current) : error;
     if (error instanceof LeaseLostError || error instanceof AttemptTimeoutError) throw lease.lost();
     if (isConnectionLoss(error)) throw unavailable(error, current);
     if (error instanceof UnstorableValueError || error instanceof PayloadTooLargeError) {
@@ -228,7 +230,8 @@ async function reject(
   const status = checkStatus(rejection.status, `ctx.reject in ${where}`);
   // Answered, never stored: no bound.
   const body = JSON.parse(bodyText(rejection.body, `ctx.reject in ${where}`, Number.POSITIVE_INFINITY)) as JsonValue;
-  if (!(await deleteClaim(deps.db, deps.tables, plan.own))) {
+  // A rejection in the first phase that held the claim rolled the claim back with it.
+  if (!plan.claim?.pending && !(await deleteClaim(deps.db, deps.tables, plan.own))) {
     throw new LeaseLostError(plan.own.tenantId, plan.own.key, "ctx.reject");
   }
   return { status, body, replayed: false, outcome: "rejected" };

@@ -7,6 +7,7 @@ import type { Bucket } from "../../store/rate-limits.js";
 import type { Executor, Ownership, Tables } from "../../store/run-store.js";
 import type { SpanScope, Telemetry } from "../../telemetry/telemetry.js";
 import type { Definition } from "../../workflow/definition.js";
+import type { FoldedClaim } from "./folded-claim.js";
 import type { FaultHook } from "./hooks.js";
 
 /** Everything an attempt needs to run from its recovery point. */
@@ -24,6 +25,8 @@ export interface Plan {
   readonly attemptTimeoutMs: number;
   /** The concurrency key whose slot the attempt holds (its heartbeat keeps it); absent without `.concurrency`. */
   readonly slot?: string;
+  /** A new key this attempt claims inside its first phase; absent when the key was claimed before the attempt. */
+  readonly claim?: FoldedClaim;
 }
 
 export interface ExecutorDeps {

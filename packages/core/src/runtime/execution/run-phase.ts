@@ -4,6 +4,7 @@ import { commitPhase } from "../../store/progress.js";
 import { FailThrow } from "./control-flow.js";
 import { isTransient, ranNothing } from "./db-errors.js";
 import type { ItemRun, Outcome } from "./item-run.js";
+import { claimFailure, claimInPhase } from "./folded-claim.js";
 import { advanced, completeWithFailure, control, itemProgress, withResponse } from "./item-run.js";
 import { phaseOutbox } from "./phase-outbox.js";
 import { inPhaseTransaction } from "./phase-transaction.js";
@@ -36,6 +37,8 @@ export async function runPhase(run: ItemRun<"phase">): Promise<Outcome> {
       // needs); the transaction begins, with that setting, on the phase's first statement.
       const work = inPhaseTransaction(deps.phaseDb, lockTimeout, async ({ tx, committer }): Promise<Outcome> => {
         let result: unknown;
+        // A run that starts here claims its key first, in this transaction (see folded-claim.ts).
+        if (plan.claim?.pending) await claimInPhase(tx, deps.tables, plan.claim);
         try {
           const ctl = control();
           // Spelt out, not spread from `info`: a literal is made many times faster.
@@ -68,8 +71,13 @@ export async function runPhase(run: ItemRun<"phase">): Promise<Outcome> {
         return advanced(advance, state);
       });
       // A phase whose code hangs with its transaction open must not hold the attempt past its bound.
-      return await lease.until(work);
+      const outcome = await lease.until(work);
+      if (plan.claim) plan.claim.pending = false;
+      return outcome;
     } catch (error) {
+      // A first phase that chose its isolation level cannot hold the claim: asked again, claimed alone.
+      const again = plan.claim?.pending ? claimFailure(plan.def, error) : error;
+      if (again !== error) throw again;
       if (ranNothing(error)) {
         // A node that takes no writes, or no connection to be had: the phase ran nothing. During a
         // failover the new primary is usually there within seconds; try again until the bound.

@@ -16,6 +16,7 @@ import {
   WorkflowUsageError,
 } from "../../errors.js";
 import type { JsonValue } from "../../json/json-value.js";
+import { claimNewKey } from "../../store/claim.js";
 import { completeRun, deleteClaim, recordFailure, stillOwns } from "../../store/progress.js";
 import type { StoredResponse } from "../../store/run-store.js";
 import { swapTraceParent } from "../../store/trace.js";
@@ -27,6 +28,7 @@ import type { Item } from "../../workflow/definition.js";
 import { AttemptLease } from "./attempt-lease.js";
 import { CrashSignal, RejectThrow } from "./control-flow.js";
 import { inDoubt, isConnectionLoss } from "./db-errors.js";
+import type { FoldedClaim } from "./folded-claim.js";
 import type { AttemptScope, Hook, ItemRun, OpenStep, Outcome } from "./item-run.js";
 import { respondWith, resultOf, runInfo } from "./item-run.js";
 import { LeaseKeeper } from "./lease-keeper.js";
@@ -149,8 +151,11 @@ export async function execute(deps: ExecutorDeps, plan: Plan): Promise<RunResult
     const current = ops.current;
     if (error instanceof CrashSignal) throw error;
     if (error instanceof RejectThrow) return reject(deps, plan, error, recoveryPoint, current);
-    // The first phase held the claim and did not commit: there is no record to fence, mark or park.
-    if (plan.claim?.pending) throw isConnectionLoss(error) ? unavailable(error, current) : error;
+    // The first phase held the claim and did not commit: there is no record, unless the failure is one to store.
+    if (plan.claim?.pending) {
+      if (isConnectionLoss(error)) throw unavailable(error, current);
+      if (!storesFailure(plan, error) || !(await claimAlone(deps, plan.claim))) throw error;
+    }
     if (error instanceof LeaseLostError || error instanceof AttemptTimeoutError) throw lease.lost();
     if (isConnectionLoss(error)) throw unavailable(error, current);
     if (error instanceof UnstorableValueError || error instanceof PayloadTooLargeError) {
@@ -185,6 +190,23 @@ export async function execute(deps: ExecutorDeps, plan: Plan): Promise<RunResult
   } finally {
     lease.stop();
   }
+}
+
+/**
+ * A failure the run stores even when it struck the first phase that held
+ * the claim: a value no retry can store (the run is parked), or an unknown
+ * error under `onUnknownError: 'store'`. Anything else rolls the claim back.
+ */
+function storesFailure(plan: Plan, error: unknown): boolean {
+  if (error instanceof UnstorableValueError || error instanceof PayloadTooLargeError) return true;
+  return !(error instanceof IdempoError) && plan.def.options.onUnknownError === "store" && !stepFailureOf(error)?.retryable;
+}
+
+/** Claim the key in autocommit, for a failure to store; false when another caller has it by now. */
+async function claimAlone(deps: ExecutorDeps, claim: FoldedClaim): Promise<boolean> {
+  if ((await claimNewKey(deps.db, deps.tables, claim.run)).kind !== "claimed") return false;
+  claim.pending = false;
+  return true;
 }
 
 /** Close the failing item's history entry; best effort, on the error path only. */

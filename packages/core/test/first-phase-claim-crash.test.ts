@@ -7,6 +7,7 @@
 import { randomUUID } from "node:crypto";
 import { sql } from "kysely";
 import { describe, expect, it } from "vitest";
+import type { EngineOptions } from "../src/index.ts";
 import { createEngine, IdempotencyKeyInProgressError, workflow } from "../src/index.ts";
 import { CrashSignal } from "../src/internal.ts";
 import { useTestDatabase } from "./support/db.ts";
@@ -15,6 +16,14 @@ import { crashAt, waitFor } from "./support/faults.ts";
 
 const t = useTestDatabase({ pool: 6 });
 const T = "acme";
+
+/** An engine that made its first claim (which goes alone, reading the driver): the next ones fold. */
+async function warmEngine(options: EngineOptions<unknown>) {
+  const engine = createEngine(options);
+  const warm = workflow("fp_warm").respond(() => ({ status: 200, body: null }));
+  await engine.runOnce(warm, { tenantId: "warm", key: randomUUID(), input: {} });
+  return engine;
+}
 
 function twoPhases(name: string, crashInFirst: { times: number }) {
   const counts = { first: 0, second: 0 };
@@ -38,7 +47,7 @@ function twoPhases(name: string, crashInFirst: { times: number }) {
 
 describe("a crash around the folded commit", () => {
   it("before it: no record and no order; the retry is a first attempt that runs every phase once", async () => {
-    const engine = createEngine({ db: t.db });
+    const engine = await warmEngine({ db: t.db });
     const { wf, counts } = twoPhases("fpc_before", { times: 1 });
     const call = () => engine.runOnce(wf, { tenantId: T, key: "c-before", input: {} });
     expect(await call().catch((e: unknown) => e)).toBeInstanceOf(CrashSignal);
@@ -53,7 +62,7 @@ describe("a crash around the folded commit", () => {
   });
 
   it("after it: the record is at the first phase's recovery point, and a retry resumes from there", async () => {
-    const engine = createEngine({ db: t.db, leaseMs: 30_000 });
+    const engine = await warmEngine({ db: t.db, leaseMs: 30_000 });
     const { wf, counts } = twoPhases("fpc_after", { times: 0 });
     const crash = crashAt(engine, "after:phase:create_order", { key: "c-after" });
     const call = () => engine.runOnce(wf, { tenantId: T, key: "c-after", input: {} });
@@ -71,7 +80,7 @@ describe("a crash around the folded commit", () => {
 
 describe("the duplicate's wait on a first phase", () => {
   it("is bounded by the phase's lock timeout: past it the duplicate gets 409, and the holder finishes", async () => {
-    const engine = createEngine({ db: t.db });
+    const engine = await warmEngine({ db: t.db });
     let open!: () => void;
     const hold = new Promise<void>((r) => {
       open = r;

@@ -9,6 +9,7 @@ import { randomUUID } from "node:crypto";
 import { sql } from "kysely";
 import { describe, expect, it } from "vitest";
 import type { Engine } from "../src/index.ts";
+import type { EngineOptions } from "../src/index.ts";
 import { createEngine, IdempotencyKeyInProgressError, workflow } from "../src/index.ts";
 import { useTestDatabase } from "./support/db.ts";
 import { countOrders } from "./support/effects.ts";
@@ -16,6 +17,14 @@ import { settle, waitFor } from "./support/faults.ts";
 
 const t = useTestDatabase({ pool: 12 });
 const T = "acme";
+
+/** An engine that made its first claim (which goes alone, reading the driver): the next ones fold. */
+async function warmEngine(options: EngineOptions<unknown>) {
+  const engine = createEngine(options);
+  const warm = workflow("fp_warm").respond(() => ({ status: 200, body: null }));
+  await engine.runOnce(warm, { tenantId: "warm", key: randomUUID(), input: {} });
+  return engine;
+}
 
 /** A gate a phase waits on, opened by the test. */
 function gate(): { wait: Promise<void>; open: () => void } {
@@ -68,7 +77,7 @@ const run = (engine: Engine, wf: ReturnType<typeof slowCheckout>["wf"], key: str
 
 describe("a duplicate during a slow first phase that holds the claim", () => {
   it("commit ending: the duplicate waits for the commit and replays it", async () => {
-    const engine = createEngine({ db: t.db });
+    const engine = await warmEngine({ db: t.db });
     const hold = gate();
     const { wf, counts } = slowCheckout("fp_commit", hold.wait, {});
     const first = run(engine, wf, "k-commit");
@@ -87,7 +96,7 @@ describe("a duplicate during a slow first phase that holds the claim", () => {
   });
 
   it("commit ending with more items to run: the duplicate gets 409 once the first phase commits", async () => {
-    const engine = createEngine({ db: t.db });
+    const engine = await warmEngine({ db: t.db });
     const hold = gate();
     const more = gate();
     const { wf, counts } = slowCheckout("fp_more", hold.wait, { more: more.wait });
@@ -106,7 +115,7 @@ describe("a duplicate during a slow first phase that holds the claim", () => {
   });
 
   it("rollback ending: the first phase fails, leaves no record, and the duplicate runs the key itself, once", async () => {
-    const engine = createEngine({ db: t.db });
+    const engine = await warmEngine({ db: t.db });
     const hold = gate();
     const { wf, counts } = slowCheckout("fp_rollback", hold.wait, { throwFirst: true });
     const first = run(engine, wf, "k-rb").catch((e: unknown) => e);
@@ -124,7 +133,7 @@ describe("a duplicate during a slow first phase that holds the claim", () => {
 
 describe("a takeover race on a key whose first phase rolled back", () => {
   it("eight callers wait on the key; after the rollback exactly one runs it, the rest replay it or get 409", async () => {
-    const engine = createEngine({ db: t.db });
+    const engine = await warmEngine({ db: t.db });
     const hold = gate();
     const { wf, counts } = slowCheckout("fp_race", hold.wait, { throwFirst: true });
     const first = run(engine, wf, "k-race").catch((e: unknown) => e);

@@ -141,7 +141,10 @@ async function claimAndRun<In, B>(
       claim: () =>
         patient(async () => {
           fresh = newRun(call);
-          if (!foldsClaim(def, slot)) return claimNewKey(ctx.db, ctx.tables, fresh);
+          if (!foldsClaim(def, slot) || !claimedAloneOnce.has(ctx.tables.calls)) {
+            claimedAloneOnce.add(ctx.tables.calls);
+            return claimNewKey(ctx.db, ctx.tables, fresh);
+          }
           const ran = await startInFirstPhase(call, fresh);
           if ("kind" in ran) return ran;
           folded = ran as RunResult<B>;
@@ -209,6 +212,14 @@ function newRun({ ctx, def, checked, runLease }: Call): NewRun {
     tombstoneMs: tombstoneMsOf(def),
   };
 }
+
+/**
+ * The engines whose statements have been sent once outside a transaction:
+ * that first call reads the driver (whether calls go as named statements),
+ * which a call inside a phase's transaction cannot, so an engine's first
+ * claim goes alone.
+ */
+const claimedAloneOnce = new WeakSet<object>();
 
 /**
  * A new key may be claimed inside the run's first phase when the workflow

@@ -9,6 +9,7 @@
 import type { ClaimResult, NewRun } from "../../store/claim.js";
 import { claimNewKey } from "../../store/claim.js";
 import type { Executor, Tables } from "../../store/run-store.js";
+import { LOST_STATEMENT } from "../../store/statement-calls.js";
 
 /** What the claim found instead of a free key: the record to decide on, a race, or a holder still in its phase. */
 export type TakenLook =
@@ -85,6 +86,8 @@ export async function claimInPhase(tx: Executor, t: Tables, claim: FoldedClaim):
     if ((error as { code?: unknown }).code === LOCK_NOT_AVAILABLE) {
       throw new ClaimTaken({ kind: "busy", retryAfterMs: claim.run.leaseMs });
     }
+    // The session lost its prepared statements: the calls go as text from now on, and the claim is asked again.
+    if (LOST_STATEMENT.includes(String((error as { code?: unknown }).code))) throw new ClaimTaken({ kind: "raced" });
     throw error;
   }
   if (result.kind !== "claimed") throw new ClaimTaken(result);

@@ -75,6 +75,10 @@ async function crashThenRetry(
   const { workflow: checkout, counters } = makeCheckout(payments);
   const input = { cartId: `c-${key}`, amountCents: 4200 };
   const run = () => engine.runOnce(checkout, { tenantId: T, key, input });
+  // The engine's first claim goes alone (it reads the driver); from the second on a new key is claimed in
+  // the first phase, which is what a crash before that phase has to meet.
+  const warm = workflow("warm").respond(() => ({ status: 200, body: null }));
+  await engine.runOnce(warm, { tenantId: T, key: `warm-${key}`, input: {} });
   const crash = crashAt(engine, point, { key });
 
   const first = await run().then(

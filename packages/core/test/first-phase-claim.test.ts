@@ -8,8 +8,7 @@
 import { randomUUID } from "node:crypto";
 import { sql } from "kysely";
 import { describe, expect, it } from "vitest";
-import type { Engine } from "../src/index.ts";
-import type { EngineOptions } from "../src/index.ts";
+import type { Engine, EngineOptions } from "../src/index.ts";
 import { createEngine, IdempotencyKeyInProgressError, workflow } from "../src/index.ts";
 import { useTestDatabase } from "./support/db.ts";
 import { countOrders } from "./support/effects.ts";
@@ -46,7 +45,11 @@ async function lockWaiters(): Promise<number> {
 const untilWaiters = (n: number) => waitFor(async () => ((await lockWaiters()) >= n ? true : undefined));
 
 /** A workflow whose first phase inserts an order, waits on `hold` the first `held` times, then maybe throws. */
-function slowCheckout(name: string, hold: Promise<void>, opts: { held?: number; throwFirst?: boolean; more?: Promise<void> }) {
+function slowCheckout(
+  name: string,
+  hold: Promise<void>,
+  opts: { held?: number; throwFirst?: boolean; more?: Promise<void> },
+) {
   let calls = 0;
   const counts = { phase: 0, second: 0 };
   let wf = workflow(name).phase("create_order", async ({ tx, tenantId, key }) => {

@@ -199,7 +199,9 @@ export async function execute(deps: ExecutorDeps, plan: Plan): Promise<RunResult
  */
 function storesFailure(plan: Plan, error: unknown): boolean {
   if (error instanceof UnstorableValueError || error instanceof PayloadTooLargeError) return true;
-  return !(error instanceof IdempoError) && plan.def.options.onUnknownError === "store" && !stepFailureOf(error)?.retryable;
+  return (
+    !(error instanceof IdempoError) && plan.def.options.onUnknownError === "store" && !stepFailureOf(error)?.retryable
+  );
 }
 
 /** Claim the key in autocommit, for a failure to store; false when another caller has it by now. */

@@ -160,7 +160,9 @@ describe("a holder and its slot, statement by statement", () => {
     const advance = async (key: string, owner: string, complete = false) => {
       const { rows } = await sql<{ ok: boolean }>`
         SELECT idempo.advance_run('slots', ${key}, ${owner}, 'p', '{}'::json, 60000,
-                                  ${complete ? "succeeded" : null}, ${complete ? 200 : null}, NULL) AS ok`.execute(t.db);
+                                  ${complete ? "succeeded" : null}, ${complete ? 200 : null}, NULL) AS ok`.execute(
+        t.db,
+      );
       return rows[0]?.ok;
     };
     const leaseEnded = (key: string) =>

@@ -316,10 +316,11 @@ cmd_up() {
 
   write_patroni node1
   start_patroni node1
-  WATCH=node1 wait_until 60 "node1 is the leader" is_primary node1 || fail_up "node1 did not become the leader" node1
+  # Generous: node1 bootstraps (initdb) first, which took over a minute while every suite ran at once.
+  WATCH=node1 wait_until 240 "node1 is the leader" is_primary node1 || fail_up "node1 did not become the leader" node1
   write_patroni node2
   start_patroni node2
-  WATCH=node2 wait_until 60 "node2 is the standby (synchronous replication $SYNC)" is_standby node2 ||
+  WATCH=node2 wait_until 240 "node2 is the standby (synchronous replication $SYNC)" is_standby node2 ||
     fail_up "node2 did not become the standby" node2
 
   write_haproxy

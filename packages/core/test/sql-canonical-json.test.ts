@@ -100,6 +100,24 @@ describe("idempo.canonical_json is json/fingerprint.ts's canonical text", () => 
     );
   });
 
+  it("for a number halfway between two doubles, which reads as the even one (a bound JavaScript spells)", async () => {
+    // Each lies on a bound of its double's rounding interval; ECMAScript writes the bound when it is shorter.
+    const ties = [
+      "18490768613004190",
+      "-18490768613004192",
+      "18776992721757392.00000000000000000000",
+      "25470601183166718000",
+    ];
+    const texts = ties.map((n) => `[${n}]`);
+    expect(await sqlCanonical(texts)).toEqual(texts.map(tsCanonical));
+    expect(await sqlCanonical(texts)).toEqual([
+      "[18490768613004190]",
+      "[-18490768613004190]",
+      "[18776992721757390]",
+      "[25470601183166720000]",
+    ]);
+  });
+
   it("for numbers however they are spelled, near every edge of the double range", async () => {
     const digits = (max: number) => fc.stringMatching(new RegExp(`^[0-9]{1,${max}}$`));
     const spelled = fc
@@ -140,6 +158,11 @@ describe("idempo.canonical_json is json/fingerprint.ts's canonical text", () => 
       "1e-7",
       "100.000",
       "-0.0",
+      // Halfway between two doubles, read as the even one, which JavaScript spells with these 16 digits.
+      "18490768613004190",
+      "-18490768613004192",
+      "18776992721757392.00000000000000000000",
+      "25470601183166718000",
     );
     await fc.assert(
       fc.asyncProperty(

@@ -1,5 +1,5 @@
 import { PGlite } from "@electric-sql/pglite";
-import { count, eq } from "drizzle-orm";
+import { count, eq, sql as drizzleSql } from "drizzle-orm";
 import { drizzle as drizzleNodePostgres } from "drizzle-orm/node-postgres";
 import { integer, pgTable, text } from "drizzle-orm/pg-core";
 import { drizzle as drizzlePglite } from "drizzle-orm/pglite";
@@ -41,11 +41,16 @@ function pool(max = 4): pg.Pool {
 interface Layer<Tx> {
   readonly data: DataLayer<Tx>;
   insert(tx: Tx, id: string, tenantId: string): Promise<unknown>;
+  /** A statement on `tx` that fails with SQLSTATE `code`, thrown as the layer throws it. */
+  raise(tx: Tx, code: string): Promise<unknown>;
   callerTransaction<T>(body: (tx: Tx) => Promise<T>): Promise<T>;
   count(tenantId: string): Promise<number>;
   /** The engine's statements prepared on the session `body` ran its engine calls on, or null where none are. */
   prepared?: () => Promise<string[]>;
 }
+
+/** A statement that fails with SQLSTATE `code`. */
+const raising = (code: string) => `DO $$ BEGIN RAISE EXCEPTION 'raised' USING ERRCODE = '${code}'; END $$`;
 
 function makeDb() {
   return drizzleNodePostgres(pool(2), { schema });
@@ -59,6 +64,7 @@ function drizzleOnPool(): Layer<DrizzlePoolTx> {
   return {
     data: fromDrizzle(db),
     insert: (tx, id, tenantId) => tx.insert(orders).values({ id, tenantId, cartId: "c", amountCents: 1 }),
+    raise: (tx, code) => tx.execute(drizzleSql.raw(raising(code))),
     callerTransaction: (body) => db.transaction(body),
     count: async (tenantId) =>
       (await db.select({ n: count() }).from(orders).where(eq(orders.tenantId, tenantId)))[0]?.n ?? -1,
@@ -70,6 +76,7 @@ function nodePostgres(): Layer<pg.PoolClient> {
     data: fromNodePostgres(p),
     insert: (tx, id, tenantId) =>
       tx.query("INSERT INTO orders (id, tenant_id, cart_id, amount_cents) VALUES ($1, $2, 'c', 1)", [id, tenantId]),
+    raise: (tx, code) => tx.query(raising(code)),
     callerTransaction: async (body) => {
       const client = await p.connect();
       try {
@@ -100,6 +107,7 @@ async function drizzleOnPglite() {
   const layer: Layer<Parameters<Parameters<typeof db.transaction>[0]>[0]> = {
     data: fromDrizzle(db),
     insert: (tx, id, tenantId) => tx.insert(orders).values({ id, tenantId, cartId: "c", amountCents: 1 }),
+    raise: (tx, code) => tx.execute(drizzleSql.raw(raising(code))),
     callerTransaction: (body) => db.transaction(body),
     count: async (tenantId) =>
       (await db.select({ n: count() }).from(orders).where(eq(orders.tenantId, tenantId)))[0]?.n ?? -1,
@@ -198,6 +206,25 @@ function checks<Tx>(name: string, make: () => Promise<Layer<Tx>> | Layer<Tx>, pg
         status: 200,
         body: { approved: { by: "ops" } },
       });
+    });
+
+    it("a serialization failure or deadlock raised through the layer's own transaction is retried", async () => {
+      // Drizzle throws its own query error with the driver's error as its cause: still a transient one.
+      const fail = ["40001", "40P01"];
+      let tries = 0;
+      const retried = workflow<WithTx<Tx>>(`layers_retry_${tenant}`)
+        .phase("order", async ({ tx, key, tenantId }) => {
+          tries++;
+          await layer.insert(tx, `${tenantId}:${key}`, tenantId);
+          const code = fail.shift();
+          if (code !== undefined) await layer.raise(tx, code);
+          return {};
+        })
+        .respond(() => ({ status: 201, body: {} }));
+      const before = await layer.count(tenant);
+      expect((await engine.runOnce(retried, { tenantId: tenant, key: "r1", input: {} })).status).toBe(201);
+      expect(tries).toBe(3);
+      expect(await layer.count(tenant)).toBe(before + 1);
     });
 
     it("refuses a transaction of another data layer", async () => {

@@ -1,5 +1,5 @@
 import { PGlite } from "@electric-sql/pglite";
-import { count, eq, sql as drizzleSql } from "drizzle-orm";
+import { count, sql as drizzleSql, eq } from "drizzle-orm";
 import { drizzle as drizzleNodePostgres } from "drizzle-orm/node-postgres";
 import { integer, pgTable, text } from "drizzle-orm/pg-core";
 import { drizzle as drizzlePglite } from "drizzle-orm/pglite";

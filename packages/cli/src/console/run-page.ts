@@ -1,7 +1,8 @@
 /**
  * One run: where it stopped, what a retry would do now (the same sentence
- * as `idempo keys show`), its phases and steps drawn to scale, the stored
- * response and state, and the verbs that apply to it.
+ * as `idempo keys show`), its parent and children, its phases and steps
+ * drawn to scale, the stored response and state, and the verbs that apply
+ * to it.
  */
 import type { HistoryEntry, RunRecord } from "@idempo/core";
 import { html } from "hono/html";
@@ -13,7 +14,7 @@ import { signalCall } from "../format/signal-call.js";
 import { iso, wakeTime } from "../format/times.js";
 import { visible, visibleJson } from "../format/visible.js";
 import { badge } from "./layout.js";
-import { actionPath } from "./paths.js";
+import { actionPath, runPath } from "./paths.js";
 import { RUN_ACTIONS } from "./run-actions.js";
 import { displayStatus } from "./runs-page.js";
 import { entryOutcome, timeline } from "./timeline.js";
@@ -28,6 +29,32 @@ function suspensionRows(record: RunRecord, now: Date, facts: SuspensionFacts) {
       : "";
   return html`<tr><th>waits for</th><td data-testid="waits-for">${visible(waitsForLabel(record, facts))}${send}</td></tr>
     <tr><th>wakes</th><td data-testid="wakes">${record.wakeAt ? wakeTime(record.wakeAt, now) : "when the signal arrives (no timeout)"}</td></tr>`;
+}
+
+/** A child run's row in the details: its parent, linked, with the item and index that made it. */
+function parentRow(record: RunRecord) {
+  if (!record.parent) return "";
+  const { key, item, index } = record.parent;
+  return html`<tr><th>parent</th><td data-testid="parent"><a href="${runPath(record.tenantId, key)}">${visible(key)}</a>
+    (item ${visible(item)}, child ${index})</td></tr>`;
+}
+
+/** A parent's children (`.child` and `.map`), each linked to its own page, with its status. */
+function childrenTable(record: RunRecord) {
+  const children = record.children ?? [];
+  if (children.length === 0) return "";
+  return html`<h2>Children</h2>
+    <table data-testid="children">
+      <thead><tr><th>item</th><th>key</th><th>workflow</th><th>status</th></tr></thead>
+      <tbody>
+        ${children.map(
+          (c) => html`<tr data-child="${visible(c.item)}[${c.index}]">
+          <td>${visible(c.item)}[${c.index}]</td><td><a href="${runPath(record.tenantId, c.key)}"><code>${visible(c.key)}</code></a></td>
+          <td>${visible(c.workflow)}</td><td>${c.outcome ? `${c.status} (${c.outcome})` : c.status}</td>
+        </tr>`,
+        )}
+      </tbody>
+    </table>`;
 }
 
 /** One row per call of a retried step, under its entry: which try, how it ended, how long, its error. */
@@ -87,6 +114,7 @@ export function runPage(record: RunRecord, now: Date, allowActions: boolean, fac
         <tr><th>owner token</th><td><code>${record.ownerToken ?? "—"}</code></td></tr>
         <tr><th>lease</th><td>${record.status === "in_flight" ? formatLease(record.leaseRemainingMs ?? 0) : "—"}</td></tr>
         ${suspensionRows(record, now, facts)}
+        ${parentRow(record)}
         <tr><th>definition</th><td>${record.definition.map(visible).join(" → ")}</td></tr>
         <tr><th>created</th><td>${iso(record.createdAt)}</td></tr>
         <tr><th>updated</th><td>${iso(record.updatedAt)}</td></tr>
@@ -113,6 +141,7 @@ export function runPage(record: RunRecord, now: Date, allowActions: boolean, fac
         )}
       </tbody>
     </table>
+    ${childrenTable(record)}
     <h2>Stored response</h2>
     ${
       record.response

@@ -56,7 +56,10 @@ describe("keys show: parent and children", () => {
     const page = String(await runPage(record, new Date(), false));
     expect(page).toContain('data-testid="children"');
     // One row per child, in order, each with its own link.
-    const rows = page.split("<tr data-child=").slice(1).map((r) => r.slice(0, r.indexOf("</tr>")));
+    const rows = page
+      .split("<tr data-child=")
+      .slice(1)
+      .map((r) => r.slice(0, r.indexOf("</tr>")));
     expect(rows).toHaveLength(3);
     for (const [i, key] of keys.entries()) {
       expect(rows[i]).toContain(`"transfers[${i}]"`);

@@ -6,6 +6,7 @@
 
 import { newId } from "../ids.js";
 import type { Executor, Ownership, StoredResponse, Tables } from "./run-store.js";
+import { leaseInterval } from "./run-store.js";
 import type { Sql } from "./sql.js";
 import { sql } from "./sql.js";
 
@@ -54,6 +55,40 @@ export interface Advance {
   readonly leaseMs: number;
   /** Present when this advance also completes the run. */
   readonly response?: StoredResponse;
+}
+
+/**
+ * The fenced move past an item the run waited at (a `.waitFor`, a `.child`
+ * or `.map`) and the close of its history entry, as the CTEs of a
+ * statement's WITH: `advanced` yields the run's `tenant_id` when it moved
+ * (the item became the recovery point with `adv.state`, the wait was
+ * cleared and the lease extended, or, when the item is the run's last, the
+ * run completed with `adv.response`); `closed` yields a row when the item's
+ * open entry of `kind` was closed as succeeded, which it is only then.
+ */
+export function advancePastWaitedItem(t: Tables, own: Ownership, kind: string, adv: Advance): Sql {
+  // The run's last item completes it: mark_completed of migration 0014, the statement every completion shares.
+  const moved = adv.response
+    ? sql`SELECT tenant_id FROM ${markCompleted(t, own.tenantId, own.key, own, adv.response, {
+        name: adv.name,
+        state: adv.state,
+        pastWait: true,
+      })}`
+    : sql`UPDATE ${t.runs}
+      SET recovery_point = ${adv.name}, state = ${adv.state}::json, updated_at = clock_timestamp(),
+          wait_kind = NULL, wait_name = NULL, wake_at = NULL, wait_until = NULL,
+          locked_until = clock_timestamp() + ${leaseInterval(adv.leaseMs)}
+      WHERE tenant_id = ${own.tenantId} AND key = ${own.key}
+        AND owner_token = ${own.ownerToken} AND status = 'in_flight'
+      RETURNING tenant_id`;
+  return sql`advanced AS (
+      ${moved}
+    ), closed AS (
+      UPDATE ${t.history} SET outcome = 'succeeded', finished_at = clock_timestamp()
+      WHERE tenant_id = ${own.tenantId} AND key = ${own.key} AND run_id = ${own.runId}
+        AND kind = ${kind} AND name = ${adv.name} AND outcome = 'started' AND EXISTS (SELECT 1 FROM advanced)
+      RETURNING 1
+    )`;
 }
 
 /**

@@ -41,9 +41,9 @@ export function markCompleted(
     ${last?.name ?? null}::text, ${last?.state ?? null}::json, ${last?.pastWait ?? false})`;
 }
 
-/** The last three arguments of a commit that may complete the run: its outcome, status and body, or nulls. */
-function completionArgs(response: StoredResponse | undefined): [string | null, number | null, string | null] {
-  return response ? [response.outcome, response.status, response.body] : [null, null, null];
+/** The first three arguments of every statement function a run's owner calls: the attempt's fence. */
+function fenceOf(own: Ownership): [string, string, string] {
+  return [own.tenantId, own.key, own.ownerToken];
 }
 
 export interface Advance {
@@ -55,6 +55,18 @@ export interface Advance {
   readonly leaseMs: number;
   /** Present when this advance also completes the run. */
   readonly response?: StoredResponse;
+}
+
+/**
+ * The last arguments of a commit that moves past an item: the state after
+ * it, the lease to extend, and the run's outcome, status and body when the
+ * commit also completes it (nulls otherwise).
+ */
+function advanceArgs(adv: Advance): [string, number, string | null, number | null, string | null] {
+  const response = adv.response;
+  return response
+    ? [adv.state, adv.leaseMs, response.outcome, response.status, response.body]
+    : [adv.state, adv.leaseMs, null, null, null];
 }
 
 /**
@@ -130,16 +142,12 @@ export async function commitAdvance(
     db,
     fn,
     [
-      own.tenantId,
-      own.key,
-      own.ownerToken,
+      ...fenceOf(own),
       own.runId,
       newId(),
       adv.name,
       adv.attempt,
-      adv.state,
-      adv.leaseMs,
-      ...completionArgs(adv.response),
+      ...advanceArgs(adv),
     ],
     last,
   );
@@ -191,9 +199,7 @@ export async function recordStarted(
 ): Promise<StartedEntry | null> {
   const entryId = newId();
   const rows = await t.calls.call<{ owned: number; prior_starts: number }>(db, fn, [
-    own.tenantId,
-    own.key,
-    own.ownerToken,
+    ...fenceOf(own),
     own.runId,
     entryId,
     ...item,
@@ -225,15 +231,11 @@ export async function recordStepResult(
 ): Promise<boolean> {
   // The statement is the function record_step_result of migration 0014.
   const rows = await t.calls.call<{ ok: boolean }>(db, "record_step_result", [
-    own.tenantId,
-    own.key,
-    own.ownerToken,
+    ...fenceOf(own),
     entryId,
     outcome,
     adv.name,
-    adv.state,
-    adv.leaseMs,
-    ...completionArgs(adv.response),
+    ...advanceArgs(adv),
     tries,
   ]);
   return rows[0]?.ok === true;
@@ -249,9 +251,7 @@ export async function recordStepResult(
 export async function completeRun(db: Executor, t: Tables, own: Ownership, response: StoredResponse): Promise<boolean> {
   // The statement is the function complete_run of migration 0014.
   const rows = await t.calls.call<{ ok: boolean }>(db, "complete_run", [
-    own.tenantId,
-    own.key,
-    own.ownerToken,
+    ...fenceOf(own),
     response.outcome,
     response.status,
     response.body,
@@ -332,7 +332,7 @@ export async function deleteClaim(db: Executor, t: Tables, own: Ownership): Prom
  */
 export async function renewLease(db: Executor, t: Tables, own: Ownership, leaseMs: number): Promise<boolean> {
   // The statement is the function renew_lease of migration 0008.
-  const rows = await t.calls.call<{ ok: boolean }>(db, "renew_lease", [own.tenantId, own.key, own.ownerToken, leaseMs]);
+  const rows = await t.calls.call<{ ok: boolean }>(db, "renew_lease", [...fenceOf(own), leaseMs]);
   return rows[0]?.ok === true;
 }
 

@@ -31,15 +31,9 @@ export interface TombstoneColumns {
 
 /** The tombstone those columns describe, or null when the key is not tombstoned. */
 export function tombstoneOf(row: TombstoneColumns): Tombstone | null {
-  if (row.tombstone_until === null || row.completed_at === null || row.expires_at === null || row.outcome === null) {
-    return null;
-  }
-  return {
-    outcome: row.outcome,
-    completedAt: row.completed_at,
-    expiredAt: row.expires_at,
-    tombstoneUntil: row.tombstone_until,
-  };
+  const { outcome, completed_at: completedAt, expires_at: expiredAt, tombstone_until: tombstoneUntil } = row;
+  if (tombstoneUntil === null || completedAt === null || expiredAt === null || outcome === null) return null;
+  return { outcome, completedAt, expiredAt, tombstoneUntil };
 }
 
 /** A live tombstone of `tombstones`, with what a refusal or `inspect` names. */

@@ -103,7 +103,7 @@ export const GUARDS: readonly GuardRow[] = [
     transition: "cancel",
     file: "store/transitions.ts",
     fn: "cancelRun",
-    patterns: ['markCompleted(t, tenantId, key, "operator", response)'],
+    patterns: ['markCompleted(t, k.tenantId, k.key, "operator", response)'],
   },
   {
     transition: "unpark",

@@ -7,7 +7,7 @@
  * same for both, so what a caller gets never depends on the sweeper.
  */
 
-import type { Executor, RunOutcome, Tables, Tombstone } from "./run-store.js";
+import type { Executor, RunOutcome, Tables, TenantKey, Tombstone } from "./run-store.js";
 import { sql } from "./sql.js";
 
 /** A completed record (of `runs`) whose retention and tombstone time have both passed: the key counts as absent. */
@@ -48,15 +48,10 @@ export interface TombstoneRow extends Tombstone {
  * otherwise (a tombstone past its time counts as absent, swept or not).
  * One primary-key probe.
  */
-export async function selectTombstone(
-  db: Executor,
-  t: Tables,
-  tenantId: string,
-  key: string,
-): Promise<TombstoneRow | null> {
+export async function selectTombstone(db: Executor, t: Tables, k: TenantKey): Promise<TombstoneRow | null> {
   const { rows } = await sql<RawTombstone>`/* idempo:tombstone */
     SELECT ${TOMBSTONE_COLUMNS} FROM ${t.tombstones}
-    WHERE tenant_id = ${tenantId} AND key_digest = ${t.keyDigest}(${key}) AND kept_until > clock_timestamp()
+    WHERE tenant_id = ${k.tenantId} AND key_digest = ${t.keyDigest}(${k.key}) AND kept_until > clock_timestamp()
   `.execute(db);
   const row = rows[0];
   return row ? fromRaw(row) : null;
@@ -90,15 +85,10 @@ function fromRaw(row: RawTombstone): TombstoneRow {
  * Returns it when it was still in force, null when there was none (or only
  * one past its time, which counted as absent anyway).
  */
-export async function deleteTombstone(
-  db: Executor,
-  t: Tables,
-  tenantId: string,
-  key: string,
-): Promise<TombstoneRow | null> {
+export async function deleteTombstone(db: Executor, t: Tables, k: TenantKey): Promise<TombstoneRow | null> {
   const { rows } = await sql<RawTombstone & { live: boolean }>`/* idempo:forget_tombstone */
     DELETE FROM ${t.tombstones}
-    WHERE tenant_id = ${tenantId} AND key_digest = ${t.keyDigest}(${key})
+    WHERE tenant_id = ${k.tenantId} AND key_digest = ${t.keyDigest}(${k.key})
     RETURNING ${TOMBSTONE_COLUMNS}, kept_until > clock_timestamp() AS live
   `.execute(db);
   const row = rows[0];

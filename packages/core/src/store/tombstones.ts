@@ -8,6 +8,7 @@
  */
 
 import type { Executor, RunOutcome, Tables, TenantKey, Tombstone } from "./run-store.js";
+import { deleteDueBatch } from "./maintenance.js";
 import { sql } from "./sql.js";
 
 /** A completed record (of `runs`) whose retention and tombstone time have both passed: the key counts as absent. */
@@ -104,20 +105,17 @@ export async function deleteTombstone(db: Executor, t: Tables, k: TenantKey): Pr
  * key used again after its tombstone) moves `kept_until` on under its row
  * lock; the DELETE re-checks the time against that version and keeps it.
  */
-export async function sweepTombstoneBatch(db: Executor, t: Tables, batchSize: number): Promise<number> {
-  const { rows } = await sql<{ n: number }>`/* idempo:sweep_tombstones */
-    WITH doomed AS (
-      SELECT tenant_id, key_digest FROM ${t.tombstones}
-      WHERE kept_until <= now()
-      ORDER BY kept_until
-      LIMIT ${batchSize}
-      FOR UPDATE SKIP LOCKED
-    ), gone AS (
-      DELETE FROM ${t.tombstones} tb USING doomed d
-      WHERE tb.tenant_id = d.tenant_id AND tb.key_digest = d.key_digest AND tb.kept_until <= clock_timestamp()
-      RETURNING 1
-    )
-    SELECT count(*)::int AS n FROM gone
-  `.execute(db);
-  return rows[0]?.n ?? 0;
+export function sweepTombstoneBatch(db: Executor, t: Tables, batchSize: number): Promise<number> {
+  return deleteDueBatch(
+    db,
+    {
+      marker: sql`/* idempo:sweep_tombstones */`,
+      table: t.tombstones,
+      id: "key_digest",
+      due: sql`kept_until <= now()`,
+      order: sql`kept_until`,
+      stillDue: sql`x.kept_until <= clock_timestamp()`,
+    },
+    batchSize,
+  );
 }

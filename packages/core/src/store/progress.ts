@@ -141,14 +141,7 @@ export async function commitAdvance(
   const rows = await t.calls.call<{ ok: boolean }>(
     db,
     fn,
-    [
-      ...fenceOf(own),
-      own.runId,
-      newId(),
-      adv.name,
-      adv.attempt,
-      ...advanceArgs(adv),
-    ],
+    [...fenceOf(own), own.runId, newId(), adv.name, adv.attempt, ...advanceArgs(adv)],
     last,
   );
   return rows[0]?.ok === true;

@@ -7,8 +7,8 @@
  * same for both, so what a caller gets never depends on the sweeper.
  */
 
-import type { Executor, RunOutcome, Tables, TenantKey, Tombstone } from "./run-store.js";
 import { deleteDueBatch } from "./maintenance.js";
+import type { Executor, RunOutcome, Tables, TenantKey, Tombstone } from "./run-store.js";
 import { sql } from "./sql.js";
 
 /** A completed record (of `runs`) whose retention and tombstone time have both passed: the key counts as absent. */

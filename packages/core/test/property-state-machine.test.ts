@@ -437,7 +437,7 @@ async function execute(db: TestDb, m: Model, key: string, cmd: Command, minted: 
     case "reject":
       return bool(await deleteClaim(ex, tables, ownership(m, cmd.actor, key)));
     case "release":
-      return bool((await releaseLease(ex, tables, TENANT, key)) !== null);
+      return bool((await releaseLease(ex, tables, { tenantId: TENANT, key })) !== null);
     case "expire":
       // Time passes for this key: its lease, or its retention, runs out (DB clock).
       await sql`

@@ -103,7 +103,7 @@ export const GUARDS: readonly GuardRow[] = [
     transition: "cancel",
     file: "store/transitions.ts",
     fn: "cancelRun",
-    patterns: ['markCompleted(t, tenantId, key, "operator", response)'],
+    patterns: ['markCompleted(t, k.tenantId, k.key, "operator", response)'],
   },
   {
     transition: "unpark",
@@ -234,7 +234,13 @@ export const GUARDS: readonly GuardRow[] = [
     fn: "checkSignalOrSuspend",
     patterns: [FENCE, "AND NOT EXISTS (SELECT 1 FROM sig)"],
   },
-  { transition: "wait result", file: "store/suspension.ts", fn: "advancePastWait", patterns: [FENCE] },
+  {
+    transition: "wait result",
+    file: "store/suspension.ts",
+    fn: "advancePastWait",
+    patterns: ['@{advancePastWaitedItem(t, own, "wait", adv)}'],
+  },
+  { transition: "wait result (the move)", file: "store/progress.ts", fn: "advancePastWaitedItem", patterns: [FENCE] },
   {
     transition: "signal: lock the run first",
     file: "store/signals.ts",

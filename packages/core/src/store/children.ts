@@ -15,7 +15,7 @@
 import { newId } from "../ids.js";
 import { DUE_CHANNEL } from "./notify-channels.js";
 import type { Advance } from "./progress.js";
-import { markCompleted } from "./progress.js";
+import { advancePastWaitedItem, markCompleted } from "./progress.js";
 import type { Executor, Ownership, RunOutcome, RunStatus, StoredResponse, Tables } from "./run-store.js";
 import { leaseInterval } from "./run-store.js";
 import { sql } from "./sql.js";
@@ -243,28 +243,8 @@ export async function advancePastChildren(
   kind: "child" | "map",
   adv: Advance,
 ): Promise<boolean> {
-  // The run's last item completes it: mark_completed of migration 0014, the statement every completion shares.
-  const advanced = adv.response
-    ? sql`SELECT tenant_id FROM ${markCompleted(t, own.tenantId, own.key, own, adv.response, {
-        name: adv.name,
-        state: adv.state,
-        pastWait: true,
-      })}`
-    : sql`UPDATE ${t.runs}
-      SET recovery_point = ${adv.name}, state = ${adv.state}::json, updated_at = clock_timestamp(),
-          wait_kind = NULL, wait_name = NULL, wake_at = NULL, wait_until = NULL,
-          locked_until = clock_timestamp() + ${leaseInterval(adv.leaseMs)}
-      WHERE tenant_id = ${own.tenantId} AND key = ${own.key}
-        AND owner_token = ${own.ownerToken} AND status = 'in_flight'
-      RETURNING tenant_id`;
   const { rows } = await sql<{ n: number }>`/* idempo:children_result */
-    WITH advanced AS (
-      ${advanced}
-    ), closed AS (
-      UPDATE ${t.history} SET outcome = 'succeeded', finished_at = clock_timestamp()
-      WHERE tenant_id = ${own.tenantId} AND key = ${own.key} AND run_id = ${own.runId}
-        AND kind = ${kind} AND name = ${adv.name} AND outcome = 'started' AND EXISTS (SELECT 1 FROM advanced)
-    )
+    WITH ${advancePastWaitedItem(t, own, kind, adv)}
     SELECT (SELECT count(*) FROM advanced)::int AS n
   `.execute(tx);
   return (rows[0]?.n ?? 0) === 1;
@@ -301,13 +281,15 @@ export async function failChildrenTimeout(
   return (rows[0]?.n ?? 0) === 1;
 }
 
-/** One child of a run as operators see it. */
-export interface ChildLinkRow {
+/** One child run of a run, as `inspect` shows it. */
+export interface ChildLink {
   readonly key: string;
+  /** The `.child` or `.map` item that started it, and its index in the item's inputs. */
   readonly item: string;
   readonly index: number;
   readonly workflow: string;
   readonly status: RunStatus;
+  /** How it ended; null until completed. */
   readonly outcome: RunOutcome | null;
 }
 
@@ -316,8 +298,8 @@ export async function childLinks(
   db: Executor,
   t: Tables,
   parent: { readonly tenantId: string; readonly key: string; readonly runId: string },
-): Promise<ChildLinkRow[]> {
-  const { rows } = await sql<ChildLinkRow>`/* idempo:child_links */
+): Promise<ChildLink[]> {
+  const { rows } = await sql<ChildLink>`/* idempo:child_links */
     SELECT key, parent_item AS item, child_index AS index, workflow, status, outcome FROM ${t.runs}
     WHERE tenant_id = ${parent.tenantId} AND parent_key = ${parent.key} AND parent_run_id = ${parent.runId}
     ORDER BY parent_item, child_index

@@ -20,11 +20,13 @@ export interface SlotRequest {
   readonly max: number;
 }
 
-/** A slot taken; every slot held, with the run stepped aside until one frees; or the run is no longer the attempt's. */
+/**
+ * A slot taken (`acquired`), or the run no longer the attempt's (`lost`);
+ * or every slot held (`full`), with the run stepped aside until one frees.
+ */
 export type SlotAnswer =
-  | { readonly kind: "acquired" }
-  | { readonly kind: "full"; readonly retryAfterMs: number }
-  | { readonly kind: "lost" };
+  | { readonly kind: "acquired" | "lost" }
+  | { readonly kind: "full"; readonly retryAfterMs: number };
 
 /**
  * Take a free slot of `req.limitKey` for the attempt `own` that has just
@@ -50,9 +52,8 @@ export async function acquireSlot(db: Executor, t: Tables, own: Attempt, req: Sl
     [own.tenantId, own.key, own.ownerToken, req.limitKey, req.max],
   );
   const row = rows[0];
-  if (row?.outcome === "acquired") return { kind: "acquired" };
   if (row?.outcome === "full") return { kind: "full", retryAfterMs: row.retry_after_ms ?? 1 };
-  return { kind: "lost" };
+  return { kind: row?.outcome === "acquired" ? "acquired" : "lost" };
 }
 
 /**

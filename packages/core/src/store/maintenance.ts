@@ -1,11 +1,13 @@
 /**
  * Background statements: finding abandoned runs and sweeping expired
- * records into tombstones (tombstones.ts sweeps those in turn). Both skip
- * rows others hold, so they never stall the hot path.
+ * records into tombstones (tombstones.ts sweeps those in turn, with the
+ * same `deleteDueBatch` as the outbox's sweep here). Both skip rows others
+ * hold, so they never stall the hot path.
  */
 
 import type { Executor, Tables } from "./run-store.js";
 import { leaseInterval } from "./run-store.js";
+import type { Sql } from "./sql.js";
 import { sql } from "./sql.js";
 
 export interface StaleRun {
@@ -107,20 +109,48 @@ export async function sweepBatch(db: Executor, t: Tables, batchSize: number): Pr
  * `keepMs` ago. Pending and dead messages are never touched. Read in
  * delivery order from `outbox_delivered_at`, like the record sweep.
  */
-export async function sweepOutboxBatch(db: Executor, t: Tables, batchSize: number, keepMs: number): Promise<number> {
-  const { rows } = await sql<{ n: number }>`
+export function sweepOutboxBatch(db: Executor, t: Tables, batchSize: number, keepMs: number): Promise<number> {
+  const due = sql`status = 'delivered' AND delivered_at <= now() - ${leaseInterval(keepMs)}`;
+  return deleteDueBatch(db, { table: t.outbox, id: "message_id", due, order: sql`delivered_at` }, batchSize);
+}
+
+/** The rows of one table that a sweep deletes once they are due. */
+export interface DueRows {
+  /** The statement's marker comment (logs, `pg_stat_statements`); none when absent. */
+  readonly marker?: Sql;
+  readonly table: Sql;
+  /** The column that names a row within its tenant. */
+  readonly id: "message_id" | "key_digest";
+  /** When a row is due: compared with `now()`, an index condition on the index that `order` reads. */
+  readonly due: Sql;
+  readonly order: Sql;
+  /** What the DELETE checks again of the row's version under its lock (the row as `x`); absent when a due row stays due. */
+  readonly stillDue?: Sql;
+}
+
+/**
+ * Delete one bounded batch of the due rows of `rows.table`: at most
+ * `batchSize`, read in `rows.order`, so a sweep with nothing due reads one
+ * index page whatever the table's size; returns how many went. Race
+ * closed: rows others hold are locked and skipped (SKIP LOCKED), never
+ * waited on, so a sweep never stalls the hot path.
+ */
+export async function deleteDueBatch(db: Executor, rows: DueRows, batchSize: number): Promise<number> {
+  const id = sql.id(rows.id);
+  const stillDue = rows.stillDue ? sql` AND ${rows.stillDue}` : sql``;
+  const answer = await sql<{ n: number }>`${rows.marker ?? sql``}
     WITH doomed AS (
-      SELECT tenant_id, message_id FROM ${t.outbox}
-      WHERE status = 'delivered' AND delivered_at <= now() - ${leaseInterval(keepMs)}
-      ORDER BY delivered_at
+      SELECT tenant_id, ${id} FROM ${rows.table}
+      WHERE ${rows.due}
+      ORDER BY ${rows.order}
       LIMIT ${batchSize}
       FOR UPDATE SKIP LOCKED
     ), gone AS (
-      DELETE FROM ${t.outbox} o USING doomed d
-      WHERE o.tenant_id = d.tenant_id AND o.message_id = d.message_id
+      DELETE FROM ${rows.table} x USING doomed d
+      WHERE x.tenant_id = d.tenant_id AND x.${id} = d.${id}${stillDue}
       RETURNING 1
     )
     SELECT count(*)::int AS n FROM gone
   `.execute(db);
-  return rows[0]?.n ?? 0;
+  return answer.rows[0]?.n ?? 0;
 }

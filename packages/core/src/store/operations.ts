@@ -3,7 +3,7 @@
  * them is on the hot path.
  */
 
-import type { Executor, RunOutcome, RunStatus, Tables } from "./run-store.js";
+import type { Executor, RunOutcome, RunStatus, Tables, TenantKey } from "./run-store.js";
 import { sql } from "./sql.js";
 import type { TombstoneColumns } from "./tombstones.js";
 import { pastTombstone, TOMBSTONE_UNTIL } from "./tombstones.js";
@@ -72,24 +72,18 @@ export const RECORD_COLUMNS = sql`
   (status = 'completed' AND expires_at <= clock_timestamp()) AS expired, ${TOMBSTONE_UNTIL} AS tombstone_until,
   parent_key, parent_item, child_index`;
 
-export async function selectRecord(db: Executor, t: Tables, tenantId: string, key: string): Promise<RecordRow | null> {
+export async function selectRecord(db: Executor, t: Tables, k: TenantKey): Promise<RecordRow | null> {
   const { rows } = await sql<RecordRow>`
-    SELECT ${RECORD_COLUMNS} FROM ${t.runs} WHERE tenant_id = ${tenantId} AND key = ${key}
+    SELECT ${RECORD_COLUMNS} FROM ${t.runs} WHERE tenant_id = ${k.tenantId} AND key = ${k.key}
   `.execute(db);
   return rows[0] ?? null;
 }
 
-export async function selectHistory(
-  db: Executor,
-  t: Tables,
-  tenantId: string,
-  key: string,
-  runId: string,
-): Promise<HistoryRow[]> {
+export async function selectHistory(db: Executor, t: Tables, k: TenantKey, runId: string): Promise<HistoryRow[]> {
   const { rows } = await sql<HistoryRow>`
     SELECT kind, name, branch, attempt, derived_key, outcome, error, started_at, finished_at, tries::text AS tries
     FROM ${t.history}
-    WHERE tenant_id = ${tenantId} AND key = ${key} AND run_id = ${runId}
+    WHERE tenant_id = ${k.tenantId} AND key = ${k.key} AND run_id = ${runId}
     -- A parallel item's entry starts with its first branch: it comes first.
     ORDER BY started_at, kind = 'branch', entry_id
   `.execute(db);
@@ -148,12 +142,7 @@ export interface OutcomeRow extends TombstoneColumns {
 }
 
 /** One read-only statement per poll of a waiter; null when the key has no record. */
-export async function selectOutcome(
-  db: Executor,
-  t: Tables,
-  tenantId: string,
-  key: string,
-): Promise<OutcomeRow | null> {
+export async function selectOutcome(db: Executor, t: Tables, k: TenantKey): Promise<OutcomeRow | null> {
   const { rows } = await sql<OutcomeRow>`/* idempo:wait_poll */
     SELECT status, (status = 'completed' AND expires_at <= clock_timestamp()) AS expired, outcome, response_status,
            completed_at, expires_at,
@@ -165,7 +154,7 @@ export async function selectOutcome(
                 THEN ceil(extract(epoch FROM (locked_until - clock_timestamp())) * 1000)::float8 END AS lease_remaining_ms,
            CASE WHEN status = 'suspended'
                 THEN ceil(extract(epoch FROM (wake_at - clock_timestamp())) * 1000)::float8 END AS wake_remaining_ms
-    FROM ${t.runs} WHERE tenant_id = ${tenantId} AND key = ${key}
+    FROM ${t.runs} WHERE tenant_id = ${k.tenantId} AND key = ${k.key}
   `.execute(db);
   return rows[0] ?? null;
 }

@@ -7,6 +7,7 @@
 import { storableText } from "./progress.js";
 import type { Executor, Tables } from "./run-store.js";
 import { leaseInterval } from "./run-store.js";
+import type { Sql } from "./sql.js";
 import { sql } from "./sql.js";
 
 /** The channel a phase commit notifies so relays wake at once. */
@@ -140,11 +141,22 @@ export async function claimDue(
   return rows;
 }
 
+/**
+ * The guard of a relay's write after a delivery: the message is still
+ * pending under this relay's claim. Race closed: a relay whose lease ran
+ * out while it delivered, the message claimed again by another relay (which
+ * counted one more attempt); its late write matches nothing.
+ */
+function stillClaimed(m: ClaimedMessage): Sql {
+  return sql`tenant_id = ${m.tenant_id} AND message_id = ${m.message_id}
+      AND attempts = ${m.attempts} AND status = 'pending'`;
+}
+
 /** Mark delivered, only if this relay's claim (its attempt number) still holds. */
 export async function markDelivered(db: Executor, t: Tables, m: ClaimedMessage): Promise<boolean> {
   const { rows } = await sql`
     UPDATE ${t.outbox} SET status = 'delivered', delivered_at = clock_timestamp(), locked_until = NULL, last_error = NULL
-    WHERE tenant_id = ${m.tenant_id} AND message_id = ${m.message_id} AND attempts = ${m.attempts} AND status = 'pending'
+    WHERE ${stillClaimed(m)}
     RETURNING 1
   `.execute(db);
   return rows.length === 1;
@@ -163,6 +175,6 @@ export async function markFailed(
     UPDATE ${t.outbox}
     SET status = ${dead ? "dead" : "pending"}, locked_until = NULL, last_error = ${storableText(error)},
         available_at = clock_timestamp() + ${leaseInterval(retryInMs)}
-    WHERE tenant_id = ${m.tenant_id} AND message_id = ${m.message_id} AND attempts = ${m.attempts} AND status = 'pending'
+    WHERE ${stillClaimed(m)}
   `.execute(db);
 }

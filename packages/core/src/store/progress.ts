@@ -6,6 +6,7 @@
 
 import { newId } from "../ids.js";
 import type { Executor, Ownership, StoredResponse, Tables } from "./run-store.js";
+import { leaseInterval } from "./run-store.js";
 import type { Sql } from "./sql.js";
 import { sql } from "./sql.js";
 
@@ -40,9 +41,9 @@ export function markCompleted(
     ${last?.name ?? null}::text, ${last?.state ?? null}::json, ${last?.pastWait ?? false})`;
 }
 
-/** The last three arguments of a commit that may complete the run: its outcome, status and body, or nulls. */
-function completionArgs(response: StoredResponse | undefined): [string | null, number | null, string | null] {
-  return response ? [response.outcome, response.status, response.body] : [null, null, null];
+/** The first three arguments of every statement function a run's owner calls: the attempt's fence. */
+function fenceOf(own: Ownership): [string, string, string] {
+  return [own.tenantId, own.key, own.ownerToken];
 }
 
 export interface Advance {
@@ -54,6 +55,52 @@ export interface Advance {
   readonly leaseMs: number;
   /** Present when this advance also completes the run. */
   readonly response?: StoredResponse;
+}
+
+/**
+ * The last arguments of a commit that moves past an item: the state after
+ * it, the lease to extend, and the run's outcome, status and body when the
+ * commit also completes it (nulls otherwise).
+ */
+function advanceArgs(adv: Advance): [string, number, string | null, number | null, string | null] {
+  const response = adv.response;
+  return response
+    ? [adv.state, adv.leaseMs, response.outcome, response.status, response.body]
+    : [adv.state, adv.leaseMs, null, null, null];
+}
+
+/**
+ * The fenced move past an item the run waited at (a `.waitFor`, a `.child`
+ * or `.map`) and the close of its history entry, as the CTEs of a
+ * statement's WITH: `advanced` yields the run's `tenant_id` when it moved
+ * (the item became the recovery point with `adv.state`, the wait was
+ * cleared and the lease extended, or, when the item is the run's last, the
+ * run completed with `adv.response`); `closed` yields a row when the item's
+ * open entry of `kind` was closed as succeeded, which it is only then.
+ */
+export function advancePastWaitedItem(t: Tables, own: Ownership, kind: string, adv: Advance): Sql {
+  // The run's last item completes it: mark_completed of migration 0014, the statement every completion shares.
+  const moved = adv.response
+    ? sql`SELECT tenant_id FROM ${markCompleted(t, own.tenantId, own.key, own, adv.response, {
+        name: adv.name,
+        state: adv.state,
+        pastWait: true,
+      })}`
+    : sql`UPDATE ${t.runs}
+      SET recovery_point = ${adv.name}, state = ${adv.state}::json, updated_at = clock_timestamp(),
+          wait_kind = NULL, wait_name = NULL, wake_at = NULL, wait_until = NULL,
+          locked_until = clock_timestamp() + ${leaseInterval(adv.leaseMs)}
+      WHERE tenant_id = ${own.tenantId} AND key = ${own.key}
+        AND owner_token = ${own.ownerToken} AND status = 'in_flight'
+      RETURNING tenant_id`;
+  return sql`advanced AS (
+      ${moved}
+    ), closed AS (
+      UPDATE ${t.history} SET outcome = 'succeeded', finished_at = clock_timestamp()
+      WHERE tenant_id = ${own.tenantId} AND key = ${own.key} AND run_id = ${own.runId}
+        AND kind = ${kind} AND name = ${adv.name} AND outcome = 'started' AND EXISTS (SELECT 1 FROM advanced)
+      RETURNING 1
+    )`;
 }
 
 /**
@@ -94,18 +141,7 @@ export async function commitAdvance(
   const rows = await t.calls.call<{ ok: boolean }>(
     db,
     fn,
-    [
-      own.tenantId,
-      own.key,
-      own.ownerToken,
-      own.runId,
-      newId(),
-      adv.name,
-      adv.attempt,
-      adv.state,
-      adv.leaseMs,
-      ...completionArgs(adv.response),
-    ],
+    [...fenceOf(own), own.runId, newId(), adv.name, adv.attempt, ...advanceArgs(adv)],
     last,
   );
   return rows[0]?.ok === true;
@@ -156,9 +192,7 @@ export async function recordStarted(
 ): Promise<StartedEntry | null> {
   const entryId = newId();
   const rows = await t.calls.call<{ owned: number; prior_starts: number }>(db, fn, [
-    own.tenantId,
-    own.key,
-    own.ownerToken,
+    ...fenceOf(own),
     own.runId,
     entryId,
     ...item,
@@ -190,15 +224,11 @@ export async function recordStepResult(
 ): Promise<boolean> {
   // The statement is the function record_step_result of migration 0014.
   const rows = await t.calls.call<{ ok: boolean }>(db, "record_step_result", [
-    own.tenantId,
-    own.key,
-    own.ownerToken,
+    ...fenceOf(own),
     entryId,
     outcome,
     adv.name,
-    adv.state,
-    adv.leaseMs,
-    ...completionArgs(adv.response),
+    ...advanceArgs(adv),
     tries,
   ]);
   return rows[0]?.ok === true;
@@ -214,9 +244,7 @@ export async function recordStepResult(
 export async function completeRun(db: Executor, t: Tables, own: Ownership, response: StoredResponse): Promise<boolean> {
   // The statement is the function complete_run of migration 0014.
   const rows = await t.calls.call<{ ok: boolean }>(db, "complete_run", [
-    own.tenantId,
-    own.key,
-    own.ownerToken,
+    ...fenceOf(own),
     response.outcome,
     response.status,
     response.body,
@@ -297,7 +325,7 @@ export async function deleteClaim(db: Executor, t: Tables, own: Ownership): Prom
  */
 export async function renewLease(db: Executor, t: Tables, own: Ownership, leaseMs: number): Promise<boolean> {
   // The statement is the function renew_lease of migration 0008.
-  const rows = await t.calls.call<{ ok: boolean }>(db, "renew_lease", [own.tenantId, own.key, own.ownerToken, leaseMs]);
+  const rows = await t.calls.call<{ ok: boolean }>(db, "renew_lease", [...fenceOf(own), leaseMs]);
   return rows[0]?.ok === true;
 }
 

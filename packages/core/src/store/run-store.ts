@@ -147,10 +147,14 @@ export function takenRunOf(row: TakenRunRow): TakenRun {
   };
 }
 
-/** The identity every fenced write carries. */
-export interface Ownership {
+/** A key of one tenant: what names a run's record, its history and its tombstone. */
+export interface TenantKey {
   readonly tenantId: string;
   readonly key: string;
+}
+
+/** The identity every fenced write carries. */
+export interface Ownership extends TenantKey {
   readonly runId: string;
   readonly ownerToken: string;
 }

@@ -12,13 +12,12 @@ import { markSent, ranAlone, retryRefused } from "../database/connection-failure
 import type { Executor } from "./executor.js";
 
 /**
- * The statement functions, with the marker comment the call carries (logs,
- * `pg_stat_statements`), the arity of the form the engine calls (the
- * newest, where a migration added an overload) and whether it answers rows
- * or one boolean `ok`. test/statement-functions.test.ts checks each against
- * `pg_proc` of the migrated schema.
+ * The statement functions of a run's own progress: the claim and the
+ * takeover that make an attempt its owner, and what the owner then calls
+ * (the commits of phases, steps and parallel branches, the completion, the
+ * renewal of its lease).
  */
-export const FUNCTIONS = {
+const RUN_FUNCTIONS = {
   claim_new_key: { marker: "claim", arity: 14, answer: "row" },
   take_over_expired_lease: { marker: "takeover", arity: 7, answer: "row" },
   commit_phase: { marker: "commit_phase", arity: 12, answer: "ok" },
@@ -29,10 +28,27 @@ export const FUNCTIONS = {
   commit_parallel: { marker: "commit_parallel", arity: 12, answer: "ok" },
   complete_run: { marker: "complete", arity: 6, answer: "ok" },
   renew_lease: { marker: "renew", arity: 4, answer: "ok" },
+} as const;
+
+/**
+ * The statement functions of the limits (migration 0018), shared by the
+ * runs of one key or of one rate-limited step: a concurrency slot's take
+ * and its renewal, a rate token.
+ */
+const LIMIT_FUNCTIONS = {
   acquire_concurrency_slot: { marker: "slot", arity: 5, answer: "row" },
   renew_slot_lease: { marker: "renew_slot", arity: 5, answer: "ok" },
   take_rate_token: { marker: "rate_token", arity: 4, answer: "row" },
 } as const;
+
+/**
+ * The statement functions, with the marker comment the call carries (logs,
+ * `pg_stat_statements`), the arity of the form the engine calls (the
+ * newest, where a migration added an overload) and whether it answers rows
+ * or one boolean `ok`. test/statement-functions.test.ts checks each against
+ * `pg_proc` of the migrated schema.
+ */
+export const FUNCTIONS = { ...RUN_FUNCTIONS, ...LIMIT_FUNCTIONS } as const;
 
 /** A statement function of migration 0008 (the claim's as 0010 overloads it, the step result's as 0013 does, as 0014 restates some), of 0018 (slots, rate tokens) or of 0019 (parallel branches). */
 export type StatementFunction = keyof typeof FUNCTIONS;

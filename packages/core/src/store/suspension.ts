@@ -8,7 +8,7 @@
 import { newId } from "../ids.js";
 import { DUE_CHANNEL } from "./notify-channels.js";
 import type { Advance } from "./progress.js";
-import { markCompleted } from "./progress.js";
+import { advancePastWaitedItem } from "./progress.js";
 import type { Executor, Ownership, Tables } from "./run-store.js";
 import { leaseInterval } from "./run-store.js";
 import { TIMED_OUT } from "./signals.js";
@@ -205,29 +205,8 @@ export async function checkSignalOrSuspend(
  * @returns false when the attempt no longer owns the key.
  */
 export async function advancePastWait(tx: Executor, t: Tables, own: Ownership, adv: Advance): Promise<boolean> {
-  // The run's last item completes it: mark_completed of migration 0014, the statement every completion shares.
-  const advanced = adv.response
-    ? sql`SELECT tenant_id FROM ${markCompleted(t, own.tenantId, own.key, own, adv.response, {
-        name: adv.name,
-        state: adv.state,
-        pastWait: true,
-      })}`
-    : sql`UPDATE ${t.runs}
-      SET recovery_point = ${adv.name}, state = ${adv.state}::json, updated_at = clock_timestamp(),
-          wait_kind = NULL, wait_name = NULL, wake_at = NULL, wait_until = NULL,
-          locked_until = clock_timestamp() + ${leaseInterval(adv.leaseMs)}
-      WHERE tenant_id = ${own.tenantId} AND key = ${own.key}
-        AND owner_token = ${own.ownerToken} AND status = 'in_flight'
-      RETURNING tenant_id`;
   const { rows } = await sql<{ n: number }>`/* idempo:wait_result */
-    WITH advanced AS (
-      ${advanced}
-    ), closed AS (
-      UPDATE ${t.history} SET outcome = 'succeeded', finished_at = clock_timestamp()
-      WHERE tenant_id = ${own.tenantId} AND key = ${own.key} AND run_id = ${own.runId}
-        AND kind = 'wait' AND name = ${adv.name} AND outcome = 'started' AND EXISTS (SELECT 1 FROM advanced)
-      RETURNING 1
-    ), logged AS (
+    WITH ${advancePastWaitedItem(t, own, "wait", adv)}, logged AS (
       INSERT INTO ${t.history} (tenant_id, key, run_id, entry_id, kind, name, attempt, outcome, started_at, finished_at)
       SELECT ${own.tenantId}, ${own.key}, ${own.runId}, ${newId()}, 'wait', ${adv.name}, ${adv.attempt},
              'succeeded', clock_timestamp(), clock_timestamp()

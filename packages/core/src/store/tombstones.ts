@@ -7,7 +7,8 @@
  * same for both, so what a caller gets never depends on the sweeper.
  */
 
-import type { Executor, RunOutcome, Tables, Tombstone } from "./run-store.js";
+import { deleteDueBatch } from "./maintenance.js";
+import type { Executor, RunOutcome, Tables, TenantKey, Tombstone } from "./run-store.js";
 import { sql } from "./sql.js";
 
 /** A completed record (of `runs`) whose retention and tombstone time have both passed: the key counts as absent. */
@@ -31,15 +32,9 @@ export interface TombstoneColumns {
 
 /** The tombstone those columns describe, or null when the key is not tombstoned. */
 export function tombstoneOf(row: TombstoneColumns): Tombstone | null {
-  if (row.tombstone_until === null || row.completed_at === null || row.expires_at === null || row.outcome === null) {
-    return null;
-  }
-  return {
-    outcome: row.outcome,
-    completedAt: row.completed_at,
-    expiredAt: row.expires_at,
-    tombstoneUntil: row.tombstone_until,
-  };
+  const { outcome, completed_at: completedAt, expires_at: expiredAt, tombstone_until: tombstoneUntil } = row;
+  if (tombstoneUntil === null || completedAt === null || expiredAt === null || outcome === null) return null;
+  return { outcome, completedAt, expiredAt, tombstoneUntil };
 }
 
 /** A live tombstone of `tombstones`, with what a refusal or `inspect` names. */
@@ -54,15 +49,10 @@ export interface TombstoneRow extends Tombstone {
  * otherwise (a tombstone past its time counts as absent, swept or not).
  * One primary-key probe.
  */
-export async function selectTombstone(
-  db: Executor,
-  t: Tables,
-  tenantId: string,
-  key: string,
-): Promise<TombstoneRow | null> {
+export async function selectTombstone(db: Executor, t: Tables, k: TenantKey): Promise<TombstoneRow | null> {
   const { rows } = await sql<RawTombstone>`/* idempo:tombstone */
     SELECT ${TOMBSTONE_COLUMNS} FROM ${t.tombstones}
-    WHERE tenant_id = ${tenantId} AND key_digest = ${t.keyDigest}(${key}) AND kept_until > clock_timestamp()
+    WHERE tenant_id = ${k.tenantId} AND key_digest = ${t.keyDigest}(${k.key}) AND kept_until > clock_timestamp()
   `.execute(db);
   const row = rows[0];
   return row ? fromRaw(row) : null;
@@ -96,15 +86,10 @@ function fromRaw(row: RawTombstone): TombstoneRow {
  * Returns it when it was still in force, null when there was none (or only
  * one past its time, which counted as absent anyway).
  */
-export async function deleteTombstone(
-  db: Executor,
-  t: Tables,
-  tenantId: string,
-  key: string,
-): Promise<TombstoneRow | null> {
+export async function deleteTombstone(db: Executor, t: Tables, k: TenantKey): Promise<TombstoneRow | null> {
   const { rows } = await sql<RawTombstone & { live: boolean }>`/* idempo:forget_tombstone */
     DELETE FROM ${t.tombstones}
-    WHERE tenant_id = ${tenantId} AND key_digest = ${t.keyDigest}(${key})
+    WHERE tenant_id = ${k.tenantId} AND key_digest = ${t.keyDigest}(${k.key})
     RETURNING ${TOMBSTONE_COLUMNS}, kept_until > clock_timestamp() AS live
   `.execute(db);
   const row = rows[0];
@@ -120,20 +105,17 @@ export async function deleteTombstone(
  * key used again after its tombstone) moves `kept_until` on under its row
  * lock; the DELETE re-checks the time against that version and keeps it.
  */
-export async function sweepTombstoneBatch(db: Executor, t: Tables, batchSize: number): Promise<number> {
-  const { rows } = await sql<{ n: number }>`/* idempo:sweep_tombstones */
-    WITH doomed AS (
-      SELECT tenant_id, key_digest FROM ${t.tombstones}
-      WHERE kept_until <= now()
-      ORDER BY kept_until
-      LIMIT ${batchSize}
-      FOR UPDATE SKIP LOCKED
-    ), gone AS (
-      DELETE FROM ${t.tombstones} tb USING doomed d
-      WHERE tb.tenant_id = d.tenant_id AND tb.key_digest = d.key_digest AND tb.kept_until <= clock_timestamp()
-      RETURNING 1
-    )
-    SELECT count(*)::int AS n FROM gone
-  `.execute(db);
-  return rows[0]?.n ?? 0;
+export function sweepTombstoneBatch(db: Executor, t: Tables, batchSize: number): Promise<number> {
+  return deleteDueBatch(
+    db,
+    {
+      marker: sql`/* idempo:sweep_tombstones */`,
+      table: t.tombstones,
+      id: "key_digest",
+      due: sql`kept_until <= now()`,
+      order: sql`kept_until`,
+      stillDue: sql`x.kept_until <= clock_timestamp()`,
+    },
+    batchSize,
+  );
 }

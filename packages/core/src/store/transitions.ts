@@ -11,7 +11,7 @@
 import type { RecordRow } from "./operations.js";
 import { RECORD_COLUMNS } from "./operations.js";
 import { markCompleted } from "./progress.js";
-import type { Executor, Ownership, StoredResponse, Tables } from "./run-store.js";
+import type { Executor, Ownership, StoredResponse, Tables, TenantKey } from "./run-store.js";
 import { sql } from "./sql.js";
 
 /**
@@ -71,11 +71,11 @@ export async function giveUpOwnLease(db: Executor, t: Tables, own: Ownership): P
  *
  * @returns the updated record, or null when the run is not in flight (or absent).
  */
-export async function releaseLease(db: Executor, t: Tables, tenantId: string, key: string): Promise<RecordRow | null> {
+export async function releaseLease(db: Executor, t: Tables, k: TenantKey): Promise<RecordRow | null> {
   const { rows } = await sql<RecordRow>`/* idempo:release */
     UPDATE ${t.runs}
     SET owner_token = NULL, locked_until = LEAST(locked_until, clock_timestamp()), updated_at = clock_timestamp()
-    WHERE tenant_id = ${tenantId} AND key = ${key} AND status = 'in_flight'
+    WHERE tenant_id = ${k.tenantId} AND key = ${k.key} AND status = 'in_flight'
     RETURNING ${RECORD_COLUMNS}
   `.execute(db);
   return rows[0] ?? null;
@@ -97,13 +97,12 @@ export async function releaseLease(db: Executor, t: Tables, tenantId: string, ke
 export async function cancelRun(
   db: Executor,
   t: Tables,
-  tenantId: string,
-  key: string,
+  k: TenantKey,
   response: StoredResponse,
 ): Promise<RecordRow | null> {
   // The completion is mark_completed of migration 0014, the statement every completion shares.
   const { rows } = await sql<RecordRow>`/* idempo:cancel */
-    SELECT ${RECORD_COLUMNS} FROM ${markCompleted(t, tenantId, key, "operator", response)}
+    SELECT ${RECORD_COLUMNS} FROM ${markCompleted(t, k.tenantId, k.key, "operator", response)}
   `.execute(db);
   return rows[0] ?? null;
 }
@@ -117,12 +116,12 @@ export async function cancelRun(
  *
  * @returns the updated record, or null when the run is not parked (or absent).
  */
-export async function unparkRun(db: Executor, t: Tables, tenantId: string, key: string): Promise<RecordRow | null> {
+export async function unparkRun(db: Executor, t: Tables, k: TenantKey): Promise<RecordRow | null> {
   const { rows } = await sql<RecordRow>`/* idempo:unpark */
     UPDATE ${t.runs}
     SET status = 'in_flight', parked_reason = NULL, parked_at = NULL, attempt_floor = attempt,
         locked_until = clock_timestamp(), updated_at = clock_timestamp()
-    WHERE tenant_id = ${tenantId} AND key = ${key} AND status = 'parked'
+    WHERE tenant_id = ${k.tenantId} AND key = ${k.key} AND status = 'parked'
     RETURNING ${RECORD_COLUMNS}
   `.execute(db);
   return rows[0] ?? null;
@@ -200,27 +199,21 @@ export async function rewindRun(db: Executor, t: Tables, r: Rewind): Promise<Rec
  *
  * @returns the record as it was deleted, or null when nothing was deleted.
  */
-export async function deleteRun(
-  db: Executor,
-  t: Tables,
-  tenantId: string,
-  key: string,
-  force: boolean,
-): Promise<RecordRow | null> {
+export async function deleteRun(db: Executor, t: Tables, k: TenantKey, force: boolean): Promise<RecordRow | null> {
   const { rows } = await sql<RecordRow>`/* idempo:forget */
     WITH gone AS (
       DELETE FROM ${t.runs}
-      WHERE tenant_id = ${tenantId} AND key = ${key}
+      WHERE tenant_id = ${k.tenantId} AND key = ${k.key}
         AND (${force}::boolean OR NOT (status = 'in_flight' AND locked_until > clock_timestamp()))
       RETURNING ${RECORD_COLUMNS}
     ), forgotten AS (
-      DELETE FROM ${t.history} WHERE tenant_id = ${tenantId} AND key = ${key} AND EXISTS (SELECT 1 FROM gone)
+      DELETE FROM ${t.history} WHERE tenant_id = ${k.tenantId} AND key = ${k.key} AND EXISTS (SELECT 1 FROM gone)
     ), forgotten_signals AS (
-      DELETE FROM ${t.signals} WHERE tenant_id = ${tenantId} AND key = ${key} AND EXISTS (SELECT 1 FROM gone)
+      DELETE FROM ${t.signals} WHERE tenant_id = ${k.tenantId} AND key = ${k.key} AND EXISTS (SELECT 1 FROM gone)
     ), forgotten_tombstone AS (
       -- An older run's tombstone past its time (a live one never sits beside a record).
       DELETE FROM ${t.tombstones}
-      WHERE tenant_id = ${tenantId} AND key_digest = ${t.keyDigest}(${key}) AND EXISTS (SELECT 1 FROM gone)
+      WHERE tenant_id = ${k.tenantId} AND key_digest = ${t.keyDigest}(${k.key}) AND EXISTS (SELECT 1 FROM gone)
     )
     SELECT * FROM gone
   `.execute(db);

@@ -73,6 +73,19 @@ export function resultOf(response: StoredResponse, replayed: boolean): RunResult
   return { status: response.status, body, replayed, outcome: response.outcome } as RunResult<unknown>;
 }
 
+/**
+ * The answer an item stores when what it waited for did not come in time:
+ * a failed 408 whose body is an RFC 9457 problem with the item's `code`
+ * (`wait_timeout`, `children_timeout`) and `detail`.
+ */
+export function timedOutResponse(code: string, detail: string): StoredResponse {
+  return {
+    outcome: "failed",
+    status: 408,
+    body: JSON.stringify({ type: "about:blank", title: "Request Timeout", status: 408, code, detail }),
+  };
+}
+
 /** What an item commits: the run's state with the item's value merged in, and the progress that stores it. */
 export interface ItemProgress {
   readonly state: JsonObject;

@@ -17,7 +17,7 @@ import { CrashSignal } from "./control-flow.js";
 import type { ItemRun } from "./item-run.js";
 import { control } from "./item-run.js";
 import type { LeaseSignal } from "./step-call.js";
-import { callStep } from "./step-call.js";
+import { callStep, reconcileInDoubt } from "./step-call.js";
 import { StepTries } from "./step-tries.js";
 
 /**
@@ -72,12 +72,8 @@ export async function runBranch(
   try {
     if (hook) await hook(`before:branch:${point}`);
     gate.check();
-    const reconcile = branch.options.reconcile;
-    if (started.priorStarts > 0 && reconcile) {
-      // In doubt: an earlier attempt may have reached the other system. Ask before calling again.
-      result = await lease.until(Promise.resolve(reconcile({ ...info, idempotencyKey, signal: gate.abortSignal })));
-      if (result !== undefined) outcome = "reconciled";
-    }
+    result = await reconcileInDoubt(branch, started.priorStarts, info, idempotencyKey, lease, gate);
+    if (result !== undefined) outcome = "reconciled";
     if (outcome === "succeeded") {
       const ctl = control();
       const onRetry = () =>

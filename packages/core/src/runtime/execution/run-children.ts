@@ -30,25 +30,18 @@ import type { Executor, StoredResponse } from "../../store/run-store.js";
 import { tombstoneMsOf } from "../engine-context.js";
 import { engineTransaction } from "../engine-db.js";
 import type { ItemRun, Outcome } from "./item-run.js";
-import { advanced, itemProgress, resultOf, withResponse } from "./item-run.js";
+import { advanced, itemProgress, resultOf, timedOutResponse, withResponse } from "./item-run.js";
 import { suspendedResult } from "./run-suspension.js";
 import { inputToJson, parsedInputHash, parseInput } from "./values.js";
 
 type ChildItemRun = ItemRun<"child" | "map">;
 
-/** The answer a parent stores when its children did not complete within `timeoutMs` (RFC 9457). */
+/** The answer a parent stores when its children did not complete within `timeoutMs`. */
 function timeoutResponse(kind: string, name: string, timeoutMs: number | undefined): StoredResponse {
-  return {
-    outcome: "failed",
-    status: 408,
-    body: JSON.stringify({
-      type: "about:blank",
-      title: "Request Timeout",
-      status: 408,
-      code: "children_timeout",
-      detail: `the children of ${kind} '${name}' did not complete within ${timeoutMs ?? 0} ms; those still running were canceled`,
-    }),
-  };
+  return timedOutResponse(
+    "children_timeout",
+    `the children of ${kind} '${name}' did not complete within ${timeoutMs ?? 0} ms; those still running were canceled`,
+  );
 }
 
 /** A `.child` or `.map` item: start the children, or wait for them, or move past them. */

@@ -7,7 +7,7 @@ import { FailThrow } from "./control-flow.js";
 import type { ItemRun, Outcome } from "./item-run.js";
 import { advanced, completeWithFailure, control, itemProgress, withResponse } from "./item-run.js";
 import { awaitRetryToken, awaitToken } from "./rate-token.js";
-import { callStep } from "./step-call.js";
+import { callStep, reconcileInDoubt } from "./step-call.js";
 import { StepTries } from "./step-tries.js";
 
 /**
@@ -40,12 +40,8 @@ export async function runStep(run: ItemRun<"step">): Promise<Outcome> {
   const tries = new StepTries();
   openStep.tries = tries;
   try {
-    const reconcile = item.options.reconcile;
-    if (started.priorStarts > 0 && reconcile) {
-      // In doubt: an earlier attempt may have reached the other system. Ask before calling again.
-      result = await lease.until(Promise.resolve(reconcile({ ...info, idempotencyKey, signal: lease.abortSignal })));
-      if (result !== undefined) outcome = "reconciled";
-    }
+    result = await reconcileInDoubt(item, started.priorStarts, info, idempotencyKey, lease, lease);
+    if (result !== undefined) outcome = "reconciled";
     if (outcome === "succeeded") {
       const ctl = control();
       let retries = 0;

@@ -3,14 +3,22 @@ import { UnstorableValueError } from "../../errors.js";
 import type { JsonValue } from "../../json/json-value.js";
 import { MAX_STORED_MS } from "../../options/limits.js";
 import { completeRun } from "../../store/progress.js";
-import type { Executor, StoredResponse } from "../../store/run-store.js";
+import type { Executor } from "../../store/run-store.js";
 import { discardSignal } from "../../store/signals.js";
 import { advancePastWait, checkSignalOrSuspend, lockOwnRun, suspendForSleep } from "../../store/suspension.js";
 import type { RunInfo, TimeoutContext } from "../../workflow/context.js";
 import { engineTransaction } from "../engine-db.js";
 import { FailThrow } from "./control-flow.js";
 import type { ItemRun, Outcome } from "./item-run.js";
-import { advanced, completeWithFailure, control, itemProgress, resultOf, withResponse } from "./item-run.js";
+import {
+  advanced,
+  completeWithFailure,
+  control,
+  itemProgress,
+  resultOf,
+  timedOutResponse,
+  withResponse,
+} from "./item-run.js";
 import type { Plan } from "./plan.js";
 import type { RunResult } from "./run-result.js";
 import { bodyText, checkWaitPayload, discardReason } from "./values.js";
@@ -46,21 +54,6 @@ export async function runSleep({ deps, plan, lease, item, info }: ItemRun<"sleep
   const wakeAt = await suspendForSleep(deps.db, deps.tables, plan.own, { name: item.name, attempt: plan.attempt, ms });
   if (!wakeAt) throw lease.lost();
   return { kind: "done", result };
-}
-
-/** The stored answer of a wait that timed out with no `onTimeout` (RFC 9457 problem details). */
-function waitTimeoutResponse(name: string, timeoutMs: number | undefined): StoredResponse {
-  return {
-    outcome: "failed",
-    status: 408,
-    body: JSON.stringify({
-      type: "about:blank",
-      title: "Request Timeout",
-      status: 408,
-      code: "wait_timeout",
-      detail: `no signal '${name}' arrived within ${timeoutMs ?? 0} ms`,
-    }),
-  };
 }
 
 /**
@@ -117,7 +110,10 @@ export async function runWait(run: ItemRun<"wait">): Promise<Outcome> {
   const onTimeout = item.options.onTimeout;
   if (!onTimeout) {
     lease.finishing();
-    const response = waitTimeoutResponse(item.name, item.options.timeoutMs);
+    const response = timedOutResponse(
+      "wait_timeout",
+      `no signal '${item.name}' arrived within ${item.options.timeoutMs ?? 0} ms`,
+    );
     if (!(await completeRun(deps.db, deps.tables, plan.own, response))) throw lease.lost();
     return { kind: "done", result: resultOf(response, false) };
   }

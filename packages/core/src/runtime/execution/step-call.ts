@@ -6,6 +6,7 @@
 import type { RunControl, RunInfo, StepContext } from "../../workflow/context.js";
 import type { Item } from "../../workflow/definition.js";
 import { FailThrow, RejectThrow } from "./control-flow.js";
+import type { LeaseKeeper } from "./lease-keeper.js";
 import type { StepFailure } from "./step-failure.js";
 import { markStepFailure } from "./step-failure.js";
 import type { StepTries } from "./step-tries.js";
@@ -31,6 +32,26 @@ function abortable(ms: number, abort: AbortSignal): Promise<void> {
 export interface LeaseSignal {
   readonly abortSignal: AbortSignal;
   readonly aborted: boolean;
+}
+
+/**
+ * Ask the step's `reconcile` (a branch's too) when the call is in doubt:
+ * `priorStarts` earlier attempts started it without recording a result, so
+ * one of them may have reached the other system. What it answers stands
+ * for the call's result; `undefined`, also when nothing was asked, means
+ * the call is to be made. `signal` aborts it, `lease` bounds it.
+ */
+export async function reconcileInDoubt(
+  item: Pick<StepItem, "options">,
+  priorStarts: number,
+  info: RunInfo<unknown, unknown>,
+  idempotencyKey: string,
+  lease: Pick<LeaseKeeper, "until">,
+  signal: LeaseSignal,
+): Promise<unknown> {
+  const reconcile = item.options.reconcile;
+  if (!(priorStarts > 0 && reconcile)) return undefined;
+  return lease.until(Promise.resolve(reconcile({ ...info, idempotencyKey, signal: signal.abortSignal })));
 }
 
 /**

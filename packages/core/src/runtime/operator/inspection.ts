@@ -18,14 +18,14 @@ export async function inspect(
   key: string,
 ): Promise<RunRecord | TombstoneRecord | null> {
   assertValidRunKey(tenantId, key);
-  const row = await selectRecord(db, tables, tenantId, key);
+  const row = await selectRecord(db, tables, { tenantId, key });
   if (!row) {
-    const tombstone = await selectTombstone(db, tables, tenantId, key);
+    const tombstone = await selectTombstone(db, tables, { tenantId, key });
     return tombstone ? toTombstoneRecord(tenantId, key, tombstone) : null;
   }
   const parent = { tenantId, key, runId: row.run_id };
   const [history, children] = await Promise.all([
-    selectHistory(db, tables, tenantId, key, row.run_id),
+    selectHistory(db, tables, { tenantId, key }, row.run_id),
     childLinks(db, tables, parent),
   ]);
   return toRecord(row, history, children);

@@ -162,20 +162,20 @@ function canceledProblem(status: number): unknown {
 /** The verbs on `db`; a cancel's body is bounded by `maxPayloadBytes` as every stored response is. */
 export function operatorVerbs(db: Executor, tables: Tables, maxPayloadBytes: number): OperatorVerbs {
   const withHistory = async (row: RecordRow): Promise<RunRecord> =>
-    toRecord(row, await selectHistory(db, tables, row.tenant_id, row.key, row.run_id));
+    toRecord(row, await selectHistory(db, tables, { tenantId: row.tenant_id, key: row.key }, row.run_id));
 
   /** The record as it is now, for a refusal: absent is RunNotFoundError. */
   async function current(tenantId: string, key: string): Promise<RecordRow> {
-    const row = await selectRecord(db, tables, tenantId, key);
+    const row = await selectRecord(db, tables, { tenantId, key });
     if (!row) throw new RunNotFoundError(tenantId, key);
     return row;
   }
 
   /** A child run whose parent has not completed is waited for: deleting it would leave the parent waiting for nothing. */
   async function refuseWaitedChild(tenantId: string, key: string): Promise<void> {
-    const row = await selectRecord(db, tables, tenantId, key);
+    const row = await selectRecord(db, tables, { tenantId, key });
     if (row?.parent_key == null) return;
-    const parent = await selectRecord(db, tables, tenantId, row.parent_key);
+    const parent = await selectRecord(db, tables, { tenantId, key: row.parent_key });
     if (!parent || parent.status === "completed") return;
     throw new RunStateError(
       tenantId,
@@ -198,7 +198,7 @@ export function operatorVerbs(db: Executor, tables: Tables, maxPayloadBytes: num
       if (!body.ok) throw new InputValidationError(body.issues.map((i) => ({ ...i, path: `body${i.path.slice(1)}` })));
       const text = JSON.stringify(body.value);
       checkPayloadSize("the body of cancel", text, maxPayloadBytes);
-      const row = await cancelRun(db, tables, tenantId, key, { outcome: "canceled", status, body: text });
+      const row = await cancelRun(db, tables, { tenantId, key }, { outcome: "canceled", status, body: text });
       if (row) {
         // After the parent's commit, never under its row lock; a crash before it is repaired by the sweeper.
         await cancelChildren(db, tables, { tenantId, key, runId: row.run_id }, PARENT_ENDED);
@@ -256,7 +256,7 @@ export function operatorVerbs(db: Executor, tables: Tables, maxPayloadBytes: num
 
     async unpark(tenantId, key) {
       checkKey(tenantId, key);
-      const row = await unparkRun(db, tables, tenantId, key);
+      const row = await unparkRun(db, tables, { tenantId, key });
       if (row) return withHistory(row);
       const now = await current(tenantId, key);
       throw new RunStateError(tenantId, key, now.status, `is ${now.status}, not parked: there is nothing to unpark`);
@@ -264,7 +264,7 @@ export function operatorVerbs(db: Executor, tables: Tables, maxPayloadBytes: num
 
     async release(tenantId, key) {
       checkKey(tenantId, key);
-      const row = await releaseLease(db, tables, tenantId, key);
+      const row = await releaseLease(db, tables, { tenantId, key });
       if (row) return withHistory(row);
       const now = await current(tenantId, key);
       const why =
@@ -280,9 +280,9 @@ export function operatorVerbs(db: Executor, tables: Tables, maxPayloadBytes: num
       checkKey(tenantId, key);
       checkOptions("forget", FORGET_OPTIONS, options);
       if (options.force !== true) await refuseWaitedChild(tenantId, key);
-      const row = await deleteRun(db, tables, tenantId, key, options.force === true);
+      const row = await deleteRun(db, tables, { tenantId, key }, options.force === true);
       if (row) return toRecord(row, undefined);
-      const tombstone = await deleteTombstone(db, tables, tenantId, key);
+      const tombstone = await deleteTombstone(db, tables, { tenantId, key });
       if (tombstone) return toTombstoneRecord(tenantId, key, tombstone);
       const now = await current(tenantId, key);
       throw new RunStateError(

@@ -2,10 +2,12 @@
 import { InputValidationError } from "../../errors.js";
 import type { JsonValue } from "../../json/json-value.js";
 import { hasLoneSurrogate } from "../../json/json-value.js";
+import type { ChildLink } from "../../store/children.js";
 import type { HistoryRow, RecordRow } from "../../store/operations.js";
 import type { RunOutcome, RunStatus } from "../../store/run-store.js";
 import type { TombstoneRow } from "../../store/tombstones.js";
 
+export type { ChildLink } from "../../store/children.js";
 export type { RunOutcome, RunStatus } from "../../store/run-store.js";
 
 /** One call of a step within one attempt: the first try, or an in-process retry. */
@@ -79,18 +81,6 @@ export interface ParentLink {
   readonly key: string;
   readonly item: string;
   readonly index: number;
-}
-
-/** One child run of a run, as `inspect` shows it. */
-export interface ChildLink {
-  readonly key: string;
-  /** The `.child` or `.map` item that started it, and its index in the item's inputs. */
-  readonly item: string;
-  readonly index: number;
-  readonly workflow: string;
-  readonly status: RunStatus;
-  /** How it ended; null until completed. */
-  readonly outcome: RunOutcome | null;
 }
 
 /** Everything idempo stores about one key. */

@@ -82,7 +82,8 @@ export async function signalRun(
   const deliver = async (tx: Executor): Promise<SignalResult> => {
     const run = await lockRunForSignal(tx, ctx.tables, tenantId, key);
     // An expired run's tombstone acknowledges any signal, swept or not: the run ended, nothing can change.
-    if (run ? run.tombstoned : (await selectTombstone(tx, ctx.tables, tenantId, key)) !== null) return EXPIRED_SIGNAL;
+    const tombstoned = run ? run.tombstoned : (await selectTombstone(tx, ctx.tables, { tenantId, key })) !== null;
+    if (tombstoned) return EXPIRED_SIGNAL;
     if (!run || run.expired) throw new RunNotFoundError(tenantId, key);
     checkWaitsFor(run, name);
     const wait = ownWait(ctx.workflows, run, name);

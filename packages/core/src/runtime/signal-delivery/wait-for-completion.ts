@@ -42,8 +42,8 @@ export async function waitForCompletion(
       let row: Awaited<ReturnType<typeof selectOutcome>>;
       let tombstone: ReturnType<typeof tombstoneOf>;
       try {
-        row = await selectOutcome(ctx.db, ctx.tables, tenantId, key);
-        tombstone = row ? tombstoneOf(row) : await selectTombstone(ctx.db, ctx.tables, tenantId, key);
+        row = await selectOutcome(ctx.db, ctx.tables, { tenantId, key });
+        tombstone = row ? tombstoneOf(row) : await selectTombstone(ctx.db, ctx.tables, { tenantId, key });
       } catch (error) {
         // Reads only: a lost connection (a failover) is looked past until the time is up.
         const left = deadline - performance.now();

@@ -43,7 +43,10 @@ for (const file of reports) {
     const where = relative(root, suite.name ?? name);
     for (const test of suite.assertionResults ?? []) {
       if (test.status !== "failed") continue;
-      const message = String(test.failureMessages?.[0] ?? "").split("\n").slice(0, 3).join("\n  ");
+      const message = String(test.failureMessages?.[0] ?? "")
+        .split("\n")
+        .slice(0, 3)
+        .join("\n  ");
       failures.push(`${where} > ${test.fullName ?? test.title}\n  ${message.slice(0, MAX_MESSAGE)}`);
     }
     if ((suite.assertionResults ?? []).length === 0 && suite.status === "failed") {

@@ -610,10 +610,11 @@ $$;
 
 -- Store the response, drop owner and lease, start retention, announce a
 -- durable run; with the run's last item, also its recovery point and state
--- (and, past a wait, forget the wait). Fenced on the owner token, or an
--- operator's cancel (p_cancel) of any run not completed. Called by
--- advance_run and complete_run below, by the wait's
--- result (store/suspension.ts) and by cancel (store/transitions.ts).
+-- (and, past a wait, forget the wait). Fenced on the owner token and, for a
+-- run under a concurrency limit, its slot (slot_commit_allowed, 0022), or
+-- an operator's cancel (p_cancel) of any run not completed. Called by
+-- advance_run and complete_run below, by the moves past a waited item
+-- (store/progress.ts) and by cancel (store/transitions.ts).
 CREATE OR REPLACE FUNCTION mark_completed(
   p_tenant_id text, p_key text, p_owner_token text, p_cancel boolean,
   p_outcome text, p_response_status integer, p_response_body json,
@@ -635,6 +636,8 @@ BEGIN
   WHERE tenant_id = p_tenant_id AND key = p_key
     AND CASE WHEN p_cancel THEN status IN ('in_flight', 'parked', 'suspended')
              ELSE owner_token = p_owner_token AND status = 'in_flight' END
+    AND (p_cancel OR concurrency_key IS NULL
+         OR slot_commit_allowed(tenant_id, key, owner_token, concurrency_key, locked_until))
   RETURNING * INTO v_run;
   IF NOT FOUND THEN
     RETURN;
@@ -798,17 +801,20 @@ BEGIN
 END
 $$;
 
--- A branch's result (0019): its entry closed with the result and its tries, while
--- the attempt owns the key. The lease is extended by the same UPDATE of the
--- run, whose row lock orders the write against a takeover: a zombie records
--- nothing once another attempt holds the key.
+-- A branch's result (0019): its entry closed with the result and its tries,
+-- while the attempt owns the key and, for a run under a concurrency limit,
+-- its slot (slot_commit_allowed, 0022, 0024). The lease is extended by the same
+-- UPDATE of the run, whose row lock orders the write against a takeover: a
+-- zombie records nothing once another attempt holds the key or the slot.
 CREATE OR REPLACE FUNCTION record_branch_result(
   p_tenant_id text, p_key text, p_owner_token text, p_entry_id text, p_branch_outcome text, p_result json,
   p_lease_ms float8, p_tries json
 ) RETURNS boolean LANGUAGE plpgsql SET search_path FROM CURRENT AS $$
 BEGIN
   UPDATE runs SET locked_until = clock_timestamp() + p_lease_ms * interval '1 millisecond', updated_at = clock_timestamp()
-  WHERE tenant_id = p_tenant_id AND key = p_key AND owner_token = p_owner_token AND status = 'in_flight';
+  WHERE tenant_id = p_tenant_id AND key = p_key AND owner_token = p_owner_token AND status = 'in_flight'
+    AND (concurrency_key IS NULL
+         OR slot_commit_allowed(tenant_id, key, owner_token, concurrency_key, locked_until));
   IF NOT FOUND THEN
     RETURN false;
   END IF;

@@ -1,0 +1,79 @@
+-- Why: 0022 fenced advance_run by the slot of a run under `.concurrency`,
+-- but a parallel branch's record (record_branch_result) still re-armed the
+-- lease fenced by the owner token alone, and so did the move past a
+-- `.child`, `.map` or `.waitFor` item (store/progress.ts), and an owner's
+-- completion through mark_completed (a completion without a new recovery
+-- point, a wait's timeout, the last item past a wait) asked only for the
+-- token: a holder paused past its lease, whose slot another attempt took,
+-- recorded its branch, was live again beside the new holder (one more
+-- holder than `max`) and committed on. Now each of them asks
+-- slot_commit_allowed too (the store's own statements, and a sleep's or a
+-- suspension on new children, through store/progress.ts slotFence), and a
+-- refusal is a fenced write: nothing is written, the attempt stops with
+-- LeaseLostError. No table changes.
+-- Each function ends with `$$;` on its own line (the runner splits there).
+
+-- A branch's result (0019): its entry closed with the result and its tries,
+-- while the attempt owns the key and, for a run under a concurrency limit,
+-- its slot (slot_commit_allowed, 0022). The lease is extended by the same
+-- UPDATE of the run, whose row lock orders the write against a takeover: a
+-- zombie records nothing once another attempt holds the key or the slot.
+CREATE OR REPLACE FUNCTION record_branch_result(
+  p_tenant_id text, p_key text, p_owner_token text, p_entry_id text, p_branch_outcome text, p_result json,
+  p_lease_ms float8, p_tries json
+) RETURNS boolean LANGUAGE plpgsql SET search_path FROM CURRENT AS $$
+BEGIN
+  UPDATE runs SET locked_until = clock_timestamp() + p_lease_ms * interval '1 millisecond', updated_at = clock_timestamp()
+  WHERE tenant_id = p_tenant_id AND key = p_key AND owner_token = p_owner_token AND status = 'in_flight'
+    AND (concurrency_key IS NULL
+         OR slot_commit_allowed(tenant_id, key, owner_token, concurrency_key, locked_until));
+  IF NOT FOUND THEN
+    RETURN false;
+  END IF;
+  UPDATE run_history
+  SET outcome = p_branch_outcome, finished_at = clock_timestamp(), tries = p_tries, result = p_result
+  WHERE tenant_id = p_tenant_id AND key = p_key AND entry_id = p_entry_id;
+  RETURN true;
+END
+$$;
+
+-- Store the response, drop owner and lease, start retention, announce a
+-- durable run; with the run's last item, also its recovery point and state
+-- (and, past a wait, forget the wait). Fenced on the owner token and, for a
+-- run under a concurrency limit, its slot (slot_commit_allowed, 0022), or
+-- an operator's cancel (p_cancel) of any run not completed. Called by
+-- advance_run and complete_run below, by the moves past a waited item
+-- (store/progress.ts) and by cancel (store/transitions.ts).
+CREATE OR REPLACE FUNCTION mark_completed(
+  p_tenant_id text, p_key text, p_owner_token text, p_cancel boolean,
+  p_outcome text, p_response_status integer, p_response_body json,
+  p_recovery_point text, p_state json, p_past_wait boolean
+) RETURNS SETOF runs LANGUAGE plpgsql SET search_path FROM CURRENT AS $$
+DECLARE
+  v_run runs;
+BEGIN
+  UPDATE runs
+  SET recovery_point = COALESCE(p_recovery_point, recovery_point), state = COALESCE(p_state, state),
+      wait_kind = CASE WHEN p_past_wait THEN NULL ELSE wait_kind END,
+      wait_name = CASE WHEN p_past_wait THEN NULL ELSE wait_name END,
+      wake_at = CASE WHEN p_past_wait THEN NULL ELSE wake_at END,
+      wait_until = CASE WHEN p_past_wait THEN NULL ELSE wait_until END,
+      status = 'completed', owner_token = NULL, locked_until = NULL, parked_reason = NULL, parked_at = NULL,
+      outcome = p_outcome, response_status = p_response_status, response_body = p_response_body,
+      expires_at = clock_timestamp() + retention_ms * interval '1 millisecond', completed_at = clock_timestamp(),
+      updated_at = clock_timestamp()
+  WHERE tenant_id = p_tenant_id AND key = p_key
+    AND CASE WHEN p_cancel THEN status IN ('in_flight', 'parked', 'suspended')
+             ELSE owner_token = p_owner_token AND status = 'in_flight' END
+    AND (p_cancel OR concurrency_key IS NULL
+         OR slot_commit_allowed(tenant_id, key, owner_token, concurrency_key, locked_until))
+  RETURNING * INTO v_run;
+  IF NOT FOUND THEN
+    RETURN;
+  END IF;
+  IF v_run.durable THEN
+    PERFORM pg_notify('idempo_done', completion_tag(p_tenant_id, p_key));
+  END IF;
+  RETURN NEXT v_run;
+END
+$$;

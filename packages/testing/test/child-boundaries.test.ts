@@ -198,6 +198,61 @@ describe("crash helpers and child runs", () => {
     }
   });
 
+  it("crashAtEveryBoundary over nested children, a map one child at a time and a map over no input", async () => {
+    const transfers = new FakeProvider();
+    const engine = createEngine({ db: t.db });
+    const tenantId = "nest-ok";
+    const leaf = workflow<Shop>("nest_leaf")
+      .input(z.object({ n: z.number().int() }))
+      .phase("record", async ({ tx, tenantId: tenant, input }) => {
+        await tx
+          .insertInto("orders")
+          .values({ id: `l_${randomUUID()}`, tenant_id: tenant, cart_id: `leaf-${input.n}`, amount_cents: input.n })
+          .execute();
+        return {};
+      })
+      .respond(({ input }) => ({ status: 200, body: input.n }));
+    // A child that maps leaves itself: its children are grandchildren of the run crashed.
+    const middle = workflow<Shop>("nest_middle")
+      .input(z.object({ n: z.number().int() }))
+      .step("transfer", ({ input, idempotencyKey }) => ({
+        id: transfers.charge({ orderId: `m-${input.n}`, amountCents: input.n }, idempotencyKey).id,
+      }))
+      .map("leaves", leaf, ({ input }) => [{ n: input.n * 10 }, { n: input.n * 10 + 1 }])
+      .respond(({ state }) => ({ status: 200, body: state.leaves.map((r) => r.body) }));
+    const wf = workflow<Shop>("nest_order")
+      .map("none", leaf, () => [])
+      .map("middles", middle, () => [1, 2].map((n) => ({ n })), { concurrency: 1 })
+      .respond(({ state }) => ({ status: 200, body: { none: state.none, middles: state.middles.map((r) => r.body) } }));
+    const report = await crashAtEveryBoundary(engine, wf, {}, {
+      effects: {
+        leaves: {
+          count: count(sql`SELECT count(*)::int AS n FROM orders WHERE tenant_id = ${tenantId} AND cart_id LIKE 'leaf-%'`),
+          perRun: 4,
+        },
+        transfers: { count: () => transfers.charges, perRun: 2 },
+      },
+      tenantId,
+      keyPrefix: "nest-ok-",
+    });
+    expect(report.ok, report.table).toBe(true);
+    // A map over no input moves on at once: its visit after the children is never reached.
+    expect(report.boundaries.map((b) => [b.point, b.outcome])).toEqual([
+      ["started:map:none", "passed"],
+      ["read:map:none", "passed"],
+      ["after:map:none", "passed"],
+      ["read:map:none#2", "skipped"],
+      ["after:map:none#2", "skipped"],
+      ["started:map:middles", "passed"],
+      ["read:map:middles", "passed"],
+      ["after:map:middles", "passed"],
+      ["read:map:middles#2", "passed"],
+      ["after:map:middles#2", "passed"],
+    ]);
+    const rec = await engine.inspect(tenantId, "nest-ok-read:map:middles#2");
+    expect(rec?.response?.body).toEqual({ none: [], middles: [[10, 11], [20, 21]] });
+  });
+
   it("crashAtEveryBoundary sends the signal a wait needs and wakes a 0 ms sleep", async () => {
     const approvals = new FakeProvider();
     const engine = createEngine({ db: t.db });

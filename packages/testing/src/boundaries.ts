@@ -94,6 +94,33 @@ export class VisitCounter {
   }
 }
 
+/** A point where `crashAtEveryBoundary` crashes: one of the run's own, or one inside a child run. */
+export interface CrashPoint {
+  /** How the report names it: the run's point, or `<item>[0]:<point>` for the first child of a `.child` or `.map` item. */
+  readonly label: string;
+  /** For a point inside a child: the item and the child's own point. */
+  readonly child?: { readonly item: string; readonly point: string };
+}
+
+/**
+ * The run's boundaries (see {@link boundariesOf}) and, right after each
+ * `.child` or `.map` item suspends (`after:<kind>:<item>`), the boundaries
+ * of that item's first child, where its run passes them.
+ */
+export function crashPointsOf(workflow: Workflow<unknown, unknown>): CrashPoint[] {
+  const children = new Map<string, CrashPoint[]>();
+  for (const item of workflow.definition.items) {
+    if (item.kind !== "child" && item.kind !== "map") continue;
+    const inner = boundariesOf({ definition: item.child } as Workflow<unknown, unknown>);
+    const at = `after:${item.kind}:${item.name}`;
+    children.set(
+      at,
+      inner.map((point) => ({ label: `${item.name}[0]:${point}`, child: { item: item.name, point } })),
+    );
+  }
+  return boundariesOf(workflow).flatMap((label) => [{ label }, ...(children.get(label) ?? [])]);
+}
+
 /** A call a run makes under a derived key: a step, or a branch of a parallel item (`step` is then the item). */
 export interface KeyedCall {
   /** How the report names it: the step's name, or `<item>/<branch>`. */

@@ -1,8 +1,9 @@
 import { randomUUID } from "node:crypto";
 import { isDeepStrictEqual } from "node:util";
 import type { Engine, Workflow } from "@idempo/core";
+import { deriveChildKey } from "@idempo/core";
 import { CrashSignal, checkOptions, FUNCTION, OBJECT, optionShape, STRING } from "@idempo/core/internal";
-import { boundariesOf, childItemsOf, keyedCallsOf, VisitCounter } from "./boundaries.js";
+import { childItemsOf, crashPointsOf, keyedCallsOf, VisitCounter } from "./boundaries.js";
 import type { Settled } from "./drive-run.js";
 import { describe, driveToEnd, settle } from "./drive-run.js";
 import { attachHook } from "./hook-registry.js";
@@ -109,11 +110,15 @@ const OPTIONS = optionShape(
  * `signals`) and resumes the due runs of the workflow and of its children's
  * workflows, in this process, until the run completes; a boundary of the
  * visit after the wake-up (`read:map:<item>#2`, say) is crashed in that
- * resumed attempt and recovered by the same steps 2 and 3. Each `.child`
- * and `.map` item must then have started as many children as in the run
- * without a crash, each under the key `deriveChildKey` gives, each
- * completed; count the children's effects as any other. A sleep must take
- * 0 ms in the test: the helper does not move time.
+ * resumed attempt and recovered by the same steps 2 and 3. The first child
+ * of each `.child` and `.map` item is crashed too, at each boundary of its
+ * own workflow (reported as `<item>[0]:<point>`, right after
+ * `after:<kind>:<item>`); its lease is released and `resumeStale` takes it
+ * over, as a worker would. Each item must then have started as many
+ * children as in the run without a crash, each under the key
+ * `deriveChildKey` gives, each completed; count the children's effects as
+ * any other. A sleep must take 0 ms in the test: the helper does not move
+ * time.
  *
  * Runs are sequential on the one engine. It installs a fault hook on
  * `engine` for the duration (replacing one set with `setFaultHook`
@@ -124,8 +129,9 @@ const OPTIONS = optionShape(
  *
  * Not covered: a write a phase makes outside its `tx` is committed whether
  * or not the phase's transaction is, and no boundary falls between the two;
- * keep phase writes on `tx`. The boundaries inside a child run are not
- * crashed: test the child workflow with its own `crashAtEveryBoundary`.
+ * keep phase writes on `tx`. Only the first child of an item is crashed,
+ * and a grandchild not at all: test the child workflow with its own
+ * `crashAtEveryBoundary` too.
  *
  * @example
  * const report = await crashAtEveryBoundary(engine, checkout, { cartId: 'c1', amountCents: 4200 }, {
@@ -143,7 +149,8 @@ export async function crashAtEveryBoundary<In, B>(
 ): Promise<CrashReport> {
   checkOptions("crashAtEveryBoundary", OPTIONS, options);
   const wf = workflow as Workflow<unknown, unknown>;
-  const points = boundariesOf(wf);
+  const points = crashPointsOf(wf);
+  const inner = new Map(points.flatMap((p) => (p.child ? [[p.label, p.child.point] as const] : [])));
   const calls = keyedCallsOf(wf);
   const childItems = childItemsOf(wf);
   const tenantId = options.tenantId ?? "test";
@@ -160,13 +167,25 @@ export async function crashAtEveryBoundary<In, B>(
   const inputOf = (key: string, point: string): In =>
     typeof input === "function" ? (input as (run: { key: string; point: string }) => In)({ key, point }) : input;
 
-  // The hook sees every run on the engine; it acts on the current key only, and counts its visits of each point.
-  let current: { key: string; crashAt: string | null; fired: boolean; reached: Set<string>; visits: VisitCounter };
+  // The hook sees every run on the engine; it acts on the current key and its first children only, and counts
+  // each run's visits of each point.
+  interface Current {
+    key: string;
+    crashAt: string | null;
+    fired: boolean;
+    reached: Set<string>;
+    visits: VisitCounter;
+    /** The first child of each `.child` and `.map` item, by key. */
+    children: Map<string, { item: string; visits: VisitCounter }>;
+  }
+  let current: Current;
   let active = false;
   const detach = attachHook(engine, (point, run) => {
     const c = current;
-    if (!active || run.key !== c.key || run.tenantId !== tenantId) return;
-    const label = c.visits.label(point);
+    if (!active || run.tenantId !== tenantId) return;
+    const child = run.key === c.key ? undefined : c.children.get(run.key);
+    if (run.key !== c.key && !child) return;
+    const label = child ? `${child.item}[0]:${child.visits.label(point)}` : c.visits.label(point);
     c.reached.add(label);
     if (c.crashAt === label && !c.fired) {
       c.fired = true;
@@ -199,7 +218,10 @@ export async function crashAtEveryBoundary<In, B>(
     const run = () => settle(engine.runOnce(workflow, { tenantId, key, input: inputOf(key, point ?? "none") }));
     const before = await readEffects();
     const reached = new Set<string>();
-    current = { key, crashAt: point, fired: false, reached, visits: new VisitCounter() };
+    const firstChildren = new Map(
+      childItems.map((item) => [deriveChildKey(tenantId, key, wf.name, item, 0), { item, visits: new VisitCounter() }]),
+    );
+    current = { key, crashAt: point, fired: false, reached, visits: new VisitCounter(), children: firstChildren };
     active = true;
     let final: Settled;
     try {
@@ -247,7 +269,9 @@ export async function crashAtEveryBoundary<In, B>(
       const actual = a === null || a === undefined || b === null || b === undefined ? null : a - b;
       counts[e.name] = { expected: e.perRun, actual };
       if (actual === null) problems.push(`the counter of '${e.name}' threw or returned something other than a number`);
-      else if (actual !== e.perRun) problems.push(effectProblem(e.name, actual, e.perRun, point));
+      else if (actual !== e.perRun) {
+        problems.push(effectProblem(e.name, actual, e.perRun, point === null ? null : (inner.get(point) ?? point)));
+      }
     });
 
     const record = await engine.inspect(tenantId, key);
@@ -289,7 +313,7 @@ export async function crashAtEveryBoundary<In, B>(
     const base = await one(null, null);
     const { raw, reached, children: _children, ...baseline } = base;
     const boundaries: BoundaryResult[] = [];
-    for (const point of points) {
+    for (const { label: point } of points) {
       // Only the boundaries the run without a crash passed can be crashed at.
       if (raw.error !== undefined || !reached.has(point)) {
         boundaries.push(skipped(point));

@@ -2,8 +2,9 @@
  * Taking one run of `crashAtEveryBoundary` to its end: after a crash, the
  * duplicate that must be refused, the release and the retry; after a
  * suspension (children, a sleep, a wait), resuming what is due as
- * `idempo resume` does (the children, then the parent they wake), sending
- * the signals a wait needs, until the run has a final answer.
+ * `idempo resume` does (the children, then the parent they wake), taking
+ * over a child whose attempt crashed as a worker would, sending the
+ * signals a wait needs, until the run has a final answer.
  */
 import type { Engine, RunRecord, RunResult, Workflow } from "@idempo/core";
 import { IdempotencyKeyInProgressError } from "@idempo/core";
@@ -74,10 +75,16 @@ export async function driveToEnd(d: Drive, first: Settled, crashedFirst: boolean
         return last;
       }
       const failed = report.failed.find(mine);
-      othersFailed.push(...report.failed.filter((f) => !mine(f)).map((f) => `${f.key}: ${describe(f.error)}`));
+      const others = report.failed.filter((f) => !mine(f) && !(f.error instanceof CrashSignal));
+      othersFailed.push(...others.map((f) => `${f.key}: ${describe(f.error)}`));
       if (!firedBefore && d.fired()) {
-        if (!(failed?.error instanceof CrashSignal)) {
-          problems.push(`the crash at ${d.point} was swallowed: the resumed attempt ended without it`);
+        const crash = report.failed.find((f) => f.error instanceof CrashSignal);
+        if (!crash) problems.push(`the crash at ${d.point} was swallowed: the resumed attempt ended without it`);
+        else if (!mine(crash)) {
+          // A child crashed: its lease ended at once, the next round takes it over as a worker would.
+          const child = await engine.inspect(tenantId, crash.key);
+          if (child?.status === "in_flight") await engine.release(tenantId, crash.key);
+          continue;
         }
         crashed = true;
         last = { error: failed?.error ?? new CrashSignal(String(d.point)) };
@@ -140,7 +147,11 @@ async function wake(
   }
   const report = await resumeDue(d.engine, { workflows: [d.workflow] });
   if (report.resumed.length + report.failed.length > 0) return report;
-  return stuck(record, othersFailed);
+  // Nothing due: a child whose attempt crashed (its lease released) is taken over as a worker takes stale runs.
+  const stale = await d.engine.resumeStale({ workflows: [d.workflow] });
+  if (stale.resumed.length + stale.failed.length > 0) return stale;
+  const parked = stale.parked.map((p) => `${p.key}: parked (${p.reason})`);
+  return stuck(record, [...othersFailed, ...parked]);
 }
 
 /** Why a suspended run does not go on: nothing of it is due. */

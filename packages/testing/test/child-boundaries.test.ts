@@ -2,10 +2,12 @@
  * The crash helpers know `.child`, `.map`, `.sleep` and `.waitFor` items: a
  * run passes their points twice (the start that suspends, the visit after
  * the children completed or the signal came), and `crashAtEveryBoundary`
- * resumes what is due to take a suspended run to its end. An order that
- * settles in parallel, starts an invoice child and maps three payouts
- * passes at each of its 21 boundaries with every child started once, run
- * once, and every effect once, counted in the orders table.
+ * resumes what is due to take a suspended run to its end, crashing the
+ * first child of each item at the child's own boundaries too. An order
+ * that settles in parallel, starts an invoice child and maps three payouts
+ * passes at each of its 21 boundaries and the 10 of its first children,
+ * with every child started once and every effect once, counted in the
+ * orders table.
  */
 import { randomUUID } from "node:crypto";
 import { createEngine, deriveChildKey, workflow } from "@idempo/core";
@@ -99,6 +101,20 @@ const FAN_OUT_POINTS = [
 ];
 
 /** A counter over a `SELECT count(*)::int AS n` query. */
+/** The crash points of the fan-out order: its own, and its first children's right after each item suspends. */
+const CHILD_POINTS = [
+  "before:step:transfer",
+  "called:step:transfer",
+  "after:step:transfer",
+  "before:phase:record",
+  "after:phase:record",
+];
+const FAN_OUT_CRASHES = FAN_OUT_POINTS.flatMap((p) => {
+  if (p === "after:child:invoice") return [p, ...CHILD_POINTS.map((c) => `invoice[0]:${c}`)];
+  if (p === "after:map:payouts") return [p, ...CHILD_POINTS.map((c) => `payouts[0]:${c}`)];
+  return [p];
+});
+
 const count = (query: RawBuilder<unknown>) => async () =>
   ((await query.execute(t.db)).rows[0] as { n: number } | undefined)?.n ?? -1;
 
@@ -156,12 +172,12 @@ describe("crash helpers and child runs", () => {
     expect(report.ok, report.table).toBe(true);
     expect(report.baseline.status).toBe(201);
     expect(report.boundaries.map((b) => [b.point, b.outcome, b.status])).toEqual(
-      FAN_OUT_POINTS.map((p) => [p, "passed", 201]),
+      FAN_OUT_CRASHES.map((p) => [p, "passed", 201]),
     );
 
-    // Independent of the report: 22 runs (no crash + 21 boundaries), each completed with its one order
-    // marked paid, its four children each started once under its derived key and run once.
-    const runs = 1 + FAN_OUT_POINTS.length;
+    // Independent of the report: 32 runs (no crash, 21 boundaries of the order, 10 inside its first children),
+    // each completed with its one order marked paid, its four children each started once under its derived key.
+    const runs = 1 + FAN_OUT_CRASHES.length;
     expect([payments.charges, stock.charges, transfers.charges]).toEqual([runs, runs, 4 * runs]);
     const { rows: orders } = await sql<{ cart_id: string; n: number }>`
       SELECT cart_id, count(*)::int AS n FROM orders WHERE tenant_id = ${tenantId} GROUP BY cart_id ORDER BY cart_id COLLATE "C"`.execute(
@@ -186,7 +202,11 @@ describe("crash helpers and child runs", () => {
         deriveChildKey(tenantId, c.parent_key, "fan_order", "invoice", 0),
         ...[0, 1, 2].map((i) => deriveChildKey(tenantId, c.parent_key, "fan_order", "payouts", i)),
       ]);
-      expect(c.attempts).toEqual([1, 1, 1, 1]);
+      // A child is run once; the one crashed is taken over once, unless the crash came after it completed.
+      const crashed = /^fan-ok-(invoice|payouts)\[0\]:(.*)$/.exec(c.parent_key);
+      const attempts = [1, 1, 1, 1];
+      if (crashed && crashed[2] !== "after:phase:record") attempts[crashed[1] === "invoice" ? 0 : 1] = 2;
+      expect(c.attempts, c.parent_key).toEqual(attempts);
     }
     // The same final response with or without a crash: the children's bodies in input order.
     for (const b of [report.baseline, ...report.boundaries]) {
@@ -224,33 +244,82 @@ describe("crash helpers and child runs", () => {
       .map("none", leaf, () => [])
       .map("middles", middle, () => [1, 2].map((n) => ({ n })), { concurrency: 1 })
       .respond(({ state }) => ({ status: 200, body: { none: state.none, middles: state.middles.map((r) => r.body) } }));
-    const report = await crashAtEveryBoundary(engine, wf, {}, {
-      effects: {
-        leaves: {
-          count: count(sql`SELECT count(*)::int AS n FROM orders WHERE tenant_id = ${tenantId} AND cart_id LIKE 'leaf-%'`),
-          perRun: 4,
+    const report = await crashAtEveryBoundary(
+      engine,
+      wf,
+      {},
+      {
+        effects: {
+          leaves: {
+            count: count(
+              sql`SELECT count(*)::int AS n FROM orders WHERE tenant_id = ${tenantId} AND cart_id LIKE 'leaf-%'`,
+            ),
+            perRun: 4,
+          },
+          transfers: { count: () => transfers.charges, perRun: 2 },
         },
-        transfers: { count: () => transfers.charges, perRun: 2 },
+        tenantId,
+        keyPrefix: "nest-ok-",
       },
-      tenantId,
-      keyPrefix: "nest-ok-",
-    });
+    );
     expect(report.ok, report.table).toBe(true);
     // A map over no input moves on at once: its visit after the children is never reached.
+    const middle0 = ["before:step:transfer", "called:step:transfer", "after:step:transfer"]
+      .concat(
+        ["started", "read", "after"].map((p) => `${p}:map:leaves`),
+        ["read:map:leaves#2", "after:map:leaves#2"],
+      )
+      .map((p) => [`middles[0]:${p}`, "passed"]);
     expect(report.boundaries.map((b) => [b.point, b.outcome])).toEqual([
       ["started:map:none", "passed"],
       ["read:map:none", "passed"],
       ["after:map:none", "passed"],
+      // No first child to crash in either.
+      ["none[0]:before:phase:record", "skipped"],
+      ["none[0]:after:phase:record", "skipped"],
       ["read:map:none#2", "skipped"],
       ["after:map:none#2", "skipped"],
       ["started:map:middles", "passed"],
       ["read:map:middles", "passed"],
       ["after:map:middles", "passed"],
+      ...middle0,
       ["read:map:middles#2", "passed"],
       ["after:map:middles#2", "passed"],
     ]);
     const rec = await engine.inspect(tenantId, "nest-ok-read:map:middles#2");
-    expect(rec?.response?.body).toEqual({ none: [], middles: [[10, 11], [20, 21]] });
+    expect(rec?.response?.body).toEqual({
+      none: [],
+      middles: [
+        [10, 11],
+        [20, 21],
+      ],
+    });
+  });
+
+  it("flags a child whose step mints its own key at the child's boundary where it is called again", async () => {
+    const transfers = new FakeProvider();
+    const payout = workflow("broken_payout")
+      .input(z.object({ n: z.number().int() }))
+      .step("transfer", ({ input }) =>
+        transfers.charge({ orderId: `p-${input.n}`, amountCents: input.n }, randomUUID()),
+      )
+      .respond(() => ({ status: 200, body: null }));
+    const wf = workflow("broken_payouts")
+      .map("payouts", payout, () => [{ n: 1 }, { n: 2 }])
+      .respond(() => ({ status: 200, body: null }));
+    const report = await crashAtEveryBoundary(
+      createEngine({ db: t.db }),
+      wf,
+      {},
+      {
+        effects: { transfers: { count: () => transfers.charges, perRun: 2 } },
+        tenantId: "broken-child",
+      },
+    );
+    expect(report.failures.map((f) => f.point)).toEqual(["payouts[0]:called:step:transfer"]);
+    expect(report.failures[0]?.problems).toEqual([
+      expect.stringMatching(/^'transfers' happened 3 times, expected 2: step 'transfer' was called again/),
+    ]);
   });
 
   it("crashAtEveryBoundary sends the signal a wait needs and wakes a 0 ms sleep", async () => {

@@ -3,13 +3,10 @@
  * in-memory instance for the file, one connection, so no concurrency cases.
  * Effects are counted as on Postgres: orders rows, provider calls, history.
  */
-import { createHash } from "node:crypto";
 import { readdirSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { PGlite } from "@electric-sql/pglite";
-import { Kysely, sql } from "kysely";
-import { PGliteDialect } from "kysely-pglite-dialect";
+import { sql } from "kysely";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { z } from "zod";
 import type { Engine } from "../src/index.ts";
@@ -21,12 +18,13 @@ import {
   InputValidationError,
   workflow,
 } from "../src/index.ts";
-import { CrashSignal, setFaultHook } from "../src/internal.ts";
+import { CrashSignal } from "../src/internal.ts";
 import { makeCheckout } from "./support/checkout.ts";
 import type { TestDb } from "./support/db.ts";
 import { countOrders, countRuns, historyOf, recordSnapshot } from "./support/effects.ts";
 import { crashAt, waitPastCurrentLease } from "./support/faults.ts";
 import { FakePayments } from "./support/payments.ts";
+import { openPGlite } from "./support/pglite.ts";
 
 const MIGRATIONS = readdirSync(join(dirname(fileURLToPath(import.meta.url)), "../../../migrations"))
   .filter((f) => /^\d{4}_[a-z0-9_]+\.sql$/.test(f))
@@ -34,19 +32,11 @@ const MIGRATIONS = readdirSync(join(dirname(fileURLToPath(import.meta.url)), "..
   .map((f) => f.replace(/\.sql$/, ""));
 
 const T = "acme";
-let pglite: PGlite;
 let db: TestDb;
 let firstMigration: string[] = [];
 
 beforeAll(async () => {
-  pglite = await PGlite.create();
-  db = new Kysely({ dialect: new PGliteDialect(pglite) });
-  firstMigration = await createEngine({ db }).migrate();
-  await sql`
-    CREATE TABLE orders (
-      id text PRIMARY KEY, tenant_id text NOT NULL, cart_id text NOT NULL,
-      amount_cents integer NOT NULL, status text NOT NULL DEFAULT 'created', charge_id text
-    )`.execute(db);
+  ({ db, migrated: firstMigration } = await openPGlite());
 }, 300_000);
 afterAll(async () => {
   await db?.destroy();
@@ -235,216 +225,5 @@ describe("PGlite", () => {
     finish();
     expect(await running).toMatchObject({ status: 200, replayed: false });
     expect((await engine.inspect(T, "slow"))?.attempt).toBe(1);
-  });
-});
-
-describe("PGlite: durable waits and background runs", () => {
-  it("enqueue in a transaction, a worker woken by LISTEN, a signal retried twice, a timeout, engine.wait", async () => {
-    const engine = createEngine({ db, listen: pglite });
-    const effects = { charge: 0, capture: 0, voided: 0 };
-    const threeDs = workflow("pglite_3ds")
-      .input(z.object({ order: z.string() }))
-      .step("charge", ({ input }) => {
-        effects.charge++;
-        return { chargeId: `ch_${input.order}` };
-      })
-      .waitFor("confirmed", {
-        timeoutMs: 3_600_000,
-        schema: z.object({ ok: z.boolean() }),
-        onTimeout: (ctx) => {
-          effects.voided++;
-          return ctx.fail(402, { voided: true });
-        },
-      })
-      .phase("capture", ({ state }) => {
-        effects.capture++;
-        return { captured: state.chargeId };
-      })
-      .respond(({ state }) => ({ status: 201, body: state }));
-    const worker = engine.startWorker({ workflows: [threeDs], intervalMs: 600_000, listen: pglite, sweep: false });
-    try {
-      await db.transaction().execute(async (tx) => {
-        await engine.enqueue(tx, threeDs, { tenantId: T, key: "3ds-a", input: { order: "a" } });
-        await engine.enqueue(tx, threeDs, { tenantId: T, key: "3ds-b", input: { order: "b" } });
-      });
-      await expect
-        .poll(async () => (await engine.inspect(T, "3ds-a"))?.waitingFor?.name, { timeout: 120_000 })
-        .toBe("confirmed");
-      await expect
-        .poll(async () => (await engine.inspect(T, "3ds-b"))?.waitingFor?.name, { timeout: 120_000 })
-        .toBe("confirmed");
-      // The provider's webhook, delivered three times.
-      expect((await engine.signal(T, "3ds-a", "confirmed", { ok: true })).duplicate).toBe(false);
-      expect((await engine.signal(T, "3ds-a", "confirmed", { ok: true })).duplicate).toBe(true);
-      expect((await engine.signal(T, "3ds-a", "confirmed", { ok: true })).duplicate).toBe(true);
-      expect(await engine.wait(T, "3ds-a", { timeoutMs: 120_000 })).toMatchObject({
-        status: 201,
-        body: { captured: "ch_a", confirmed: { ok: true } },
-      });
-      // The second order is never confirmed: its timeout passes.
-      await sql`UPDATE idempo.runs SET wake_at = now() WHERE tenant_id = ${T} AND key = '3ds-b'`.execute(db);
-      // Moving the time by hand notifies no one (the worker would look again at the old wake-up time, an hour away).
-      await sql`SELECT pg_notify('idempo_due', 'pglite_3ds')`.execute(db);
-      expect(await engine.wait(T, "3ds-b", { timeoutMs: 120_000 })).toMatchObject({
-        status: 402,
-        body: { voided: true },
-      });
-      expect(effects).toEqual({ charge: 2, capture: 1, voided: 1 });
-    } finally {
-      await worker.stop();
-    }
-  });
-
-  it("signal with { tx } inside the application's transaction (one connection: without tx it would wait for it)", async () => {
-    const engine = createEngine({ db });
-    const wf = workflow("pglite_signal_tx")
-      .waitFor("confirmed", { schema: z.object({ ok: z.boolean() }) })
-      .respond(({ state }) => ({ status: 201, body: state }));
-    expect((await engine.runOnce(wf, { tenantId: T, key: "stx", input: {} })).status).toBe(202);
-    await expect(
-      db.transaction().execute(async (tx) => {
-        await engine.signal(T, "stx", "confirmed", { ok: false }, { tx });
-        throw new Error("rolled back");
-      }),
-    ).rejects.toThrow("rolled back");
-    expect((await engine.inspect(T, "stx"))?.status).toBe("suspended");
-    await db.transaction().execute(async (tx) => {
-      await sql`INSERT INTO orders (id, tenant_id, cart_id, amount_cents) VALUES ('o-stx', ${T}, 'c', 1)`.execute(tx);
-      expect(await engine.signal(T, "stx", "confirmed", { ok: true }, { tx })).toEqual({
-        duplicate: false,
-        woke: true,
-      });
-    });
-    expect(await engine.runOnce(wf, { tenantId: T, key: "stx", input: {} })).toMatchObject({
-      status: 201,
-      body: { confirmed: { ok: true } },
-    });
-  });
-
-  it("sleep: 202, then resumed by runOnce once due", async () => {
-    const engine = createEngine({ db });
-    const wf = workflow("pglite_sleep")
-      .sleep("nap", 60_000)
-      .respond(() => ({ status: 200, body: { woke: true } }));
-    expect((await engine.runOnce(wf, { tenantId: T, key: "nap", input: {} })).status).toBe(202);
-    await sql`UPDATE idempo.runs SET wake_at = now() - interval '1 second' WHERE tenant_id = ${T} AND key = 'nap'`.execute(
-      db,
-    );
-    expect(await engine.runOnce(wf, { tenantId: T, key: "nap", input: {} })).toMatchObject({
-      status: 200,
-      body: { woke: true },
-    });
-  });
-});
-
-describe("PGlite: outbox keys and step tries", () => {
-  it("retryFrom keeps a message's delivery key, resendOutbox derives the next round's; a retried step keeps its tries", async () => {
-    const engine = createEngine({ db });
-    const keys: string[] = [];
-    let calls = 0;
-    const wf = workflow("pg_outbox_keys")
-      .phase("notify", async ({ outbox }) => {
-        keys.push(await outbox.enqueue("receipt.email", {}));
-        return {};
-      })
-      .step(
-        "charge",
-        () => {
-          if (++calls === 1) throw new Error("transient");
-          return { charged: true };
-        },
-        { retries: 1, retryable: () => true, backoffMs: 1, maxBackoffMs: 1 },
-      )
-      .respond(() => ({ status: 201, body: null }));
-    const crashing = createEngine({ db });
-    setFaultHook(crashing, (point) => {
-      if (point === "after:phase:notify") throw new CrashSignal(point);
-    });
-    await crashing.runOnce(wf, { tenantId: T, key: "ob-1", input: {} }).catch(() => undefined);
-    await engine.release(T, "ob-1");
-    await engine.retryFrom(T, "ob-1", "notify", { resendOutbox: true });
-    await crashing.runOnce(wf, { tenantId: T, key: "ob-1", input: {} }).catch(() => undefined);
-    await engine.release(T, "ob-1");
-    await engine.retryFrom(T, "ob-1", "notify");
-    expect(await engine.runOnce(wf, { tenantId: T, key: "ob-1", input: {} })).toMatchObject({ status: 201 });
-    const resent = `dlv_${createHash("sha256").update(`${keys[0]}:1`).digest("base64url")}`;
-    expect(keys).toEqual([keys[0], resent, resent]);
-    const step = (await engine.inspect(T, "ob-1"))?.history?.find((h) => h.kind === "step");
-    expect(step?.tries?.map((x) => x.error)).toEqual(["transient", null]);
-  });
-
-  it("a schedule fires on PGlite: ticks missed while no worker ran are caught up, one run each", async () => {
-    const engine = createEngine({ db });
-    const wf = workflow("pglite_schedule")
-      .input(z.object({ schedule: z.string(), at: z.string() }))
-      .phase("p", ({ input }) => ({ at: input.at }))
-      .respond(({ state }) => ({ status: 200, body: state }));
-    await engine.schedule("pglite-yearly", { cron: "0 0 1 1 *", workflow: wf, tenantId: T, catchUp: "all" });
-    await sql`UPDATE idempo.schedules SET next_tick_at = '2024-01-01T00:00:00Z' WHERE name = 'pglite-yearly'`.execute(
-      db,
-    );
-    const worker = engine.startWorker({ workflows: [wf], intervalMs: 100, sweep: false });
-    try {
-      const years = ["2024", "2025", "2026"];
-      const keys = years.map((y) => `schedule:pglite-yearly:${y}-01-01T00:00:00.000Z`);
-      const done = async () => (await Promise.all(keys.map((k) => engine.inspect(T, k)))).map((r) => r?.status);
-      await expect.poll(done, { timeout: 120_000 }).toEqual(["completed", "completed", "completed"]);
-      for (const [i, y] of years.entries()) {
-        expect((await engine.inspect(T, keys[i] as string))?.response?.body).toEqual({
-          at: `${y}-01-01T00:00:00.000Z`,
-        });
-      }
-      const { rows } = await sql<{ n: number }>`
-        SELECT count(*)::int AS n FROM idempo.runs WHERE key LIKE 'schedule:pglite-yearly:%'`.execute(db);
-      expect(rows[0]?.n).toBe(3);
-    } finally {
-      await worker.stop();
-    }
-  });
-
-  it("a parallel item's branches overlap on the one connection; a crash after one recorded calls only the other again", async () => {
-    const engine = createEngine({ db, leaseMs: 30_000 });
-    let aCalls = 0;
-    let bCalls = 0;
-    let bothIn!: () => void;
-    const met = new Promise<void>((r) => {
-      bothIn = r;
-    });
-    let inside = 0;
-    const meet = async () => {
-      if (++inside === 2) bothIn();
-      await met;
-    };
-    const wf = workflow("pglite_parallel")
-      .parallel("fan", (p) =>
-        p
-          .step("a", async () => {
-            aCalls++;
-            if (aCalls === 1) await meet();
-            return { a: aCalls };
-          })
-          .step("b", async () => {
-            bCalls++;
-            if (bCalls === 1) await meet();
-            return { b: bCalls };
-          }),
-      )
-      .respond(({ state }) => ({ status: 200, body: state.fan }));
-    let aRecorded!: () => void;
-    const recordedA = new Promise<void>((r) => {
-      aRecorded = r;
-    });
-    setFaultHook(engine, async (point) => {
-      if (point === "after:branch:fan/a") aRecorded();
-      if (point !== "called:branch:fan/b") return;
-      await recordedA;
-      throw new CrashSignal(point);
-    });
-    await expect(engine.runOnce(wf, { tenantId: T, key: "par-1", input: {} })).rejects.toBeInstanceOf(CrashSignal);
-    setFaultHook(engine, undefined);
-    await engine.release(T, "par-1");
-    const res = await engine.runOnce(wf, { tenantId: T, key: "par-1", input: {} });
-    expect(res.body).toEqual({ a: { a: 1 }, b: { b: 2 } });
-    expect([aCalls, bCalls]).toEqual([1, 2]);
   });
 });

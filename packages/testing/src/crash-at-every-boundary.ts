@@ -1,12 +1,15 @@
 import { randomUUID } from "node:crypto";
 import { isDeepStrictEqual } from "node:util";
-import type { Engine, RunResult, Workflow } from "@idempo/core";
-import { deriveStepKey, IdempotencyKeyInProgressError } from "@idempo/core";
+import type { Engine, Workflow } from "@idempo/core";
+import { deriveChildKey } from "@idempo/core";
 import { CrashSignal, checkOptions, FUNCTION, OBJECT, optionShape, STRING } from "@idempo/core/internal";
-import { boundariesOf, keyedCallsOf } from "./boundaries.js";
+import { childItemsOf, crashPointsOf, keyedCallsOf, VisitCounter } from "./boundaries.js";
+import type { Settled } from "./drive-run.js";
+import { describe, driveToEnd, settle } from "./drive-run.js";
 import { attachHook } from "./hook-registry.js";
 import type { BoundaryResult, CrashReport, EffectCount } from "./report.js";
 import { renderTable } from "./report.js";
+import { checkChildren, checkParams, derivedKeysOf, effectProblem } from "./run-checks.js";
 
 /** Reads how often an effect has happened so far: rows in a table, calls a fake provider saw. */
 export type EffectCounter = () => number | Promise<number>;
@@ -60,6 +63,16 @@ export interface CrashAtEveryBoundaryOptions {
    * each other's records).
    */
   keyPrefix?: string;
+  /**
+   * The payload of the signal each `.waitFor` gets, by the wait's name, or
+   * a function making it per run (Default: none). When a run suspends at a
+   * wait, the helper sends it with `engine.signal` and resumes the run; a
+   * run that waits for a signal not given here fails its boundary.
+   *
+   * @example
+   * signals: { approved: { by: 'ops' }, shipped: ({ key }) => ({ tracking: `t-${key}` }) }
+   */
+  signals?: Readonly<Record<string, unknown>>;
 }
 
 /**
@@ -68,21 +81,10 @@ export interface CrashAtEveryBoundaryOptions {
  */
 export type InputFor<In> = In | ((run: { readonly key: string; readonly point: string }) => In);
 
-const OPTIONS = optionShape({ effects: OBJECT, requests: FUNCTION, tenantId: STRING, keyPrefix: STRING }, ["effects"]);
-
-interface Settled {
-  readonly value?: RunResult<unknown>;
-  readonly error?: unknown;
-}
-
-const settle = (p: Promise<RunResult<unknown>>): Promise<Settled> =>
-  p.then(
-    (value) => ({ value }),
-    (error: unknown) => ({ error }),
-  );
-
-const describe = (error: unknown): string =>
-  error instanceof Error ? `${error.name}: ${error.message}` : `a thrown ${typeof error}: ${String(error)}`;
+const OPTIONS = optionShape(
+  { effects: OBJECT, requests: FUNCTION, tenantId: STRING, keyPrefix: STRING, signals: OBJECT },
+  ["effects"],
+);
 
 /**
  * Crash a run of `workflow` at every boundary, let a retry take it over, and
@@ -103,15 +105,33 @@ const describe = (error: unknown): string =>
  *    `.parallel` item), the one `deriveStepKey` gives; with `requests`,
  *    every request sent under a step's derived key must carry the same params.
  *
+ * A run that suspends (`.child`, `.map`, `.sleep`, `.waitFor`) is taken on
+ * as `idempo resume` would: the helper sends the signal a wait needs (see
+ * `signals`) and resumes the due runs of the workflow and of its children's
+ * workflows, in this process, until the run completes; a boundary of the
+ * visit after the wake-up (`read:map:<item>#2`, say) is crashed in that
+ * resumed attempt and recovered by the same steps 2 and 3. The first child
+ * of each `.child` and `.map` item is crashed too, at each boundary of its
+ * own workflow (reported as `<item>[0]:<point>`, right after
+ * `after:<kind>:<item>`); its lease is released and `resumeStale` takes it
+ * over, as a worker would. Each item must then have started as many
+ * children as in the run without a crash, each under the key
+ * `deriveChildKey` gives, each completed; count the children's effects as
+ * any other. A sleep must take 0 ms in the test: the helper does not move
+ * time.
+ *
  * Runs are sequential on the one engine. It installs a fault hook on
  * `engine` for the duration (replacing one set with `setFaultHook`
  * directly; `pauseAt` hooks are kept), so use an engine no other test uses
- * at the same time. A boundary the run without a crash never reaches (the
- * workflow finished earlier through `ctx.fail`) is reported as skipped.
+ * at the same time, and run no worker for these workflows beside it. A
+ * boundary the run without a crash never reaches (the workflow finished
+ * earlier through `ctx.fail`, a `.map` over no input) is reported as skipped.
  *
  * Not covered: a write a phase makes outside its `tx` is committed whether
  * or not the phase's transaction is, and no boundary falls between the two;
- * keep phase writes on `tx`.
+ * keep phase writes on `tx`. Only the first child of an item is crashed,
+ * and a grandchild not at all: test the child workflow with its own
+ * `crashAtEveryBoundary` too.
  *
  * @example
  * const report = await crashAtEveryBoundary(engine, checkout, { cartId: 'c1', amountCents: 4200 }, {
@@ -129,8 +149,10 @@ export async function crashAtEveryBoundary<In, B>(
 ): Promise<CrashReport> {
   checkOptions("crashAtEveryBoundary", OPTIONS, options);
   const wf = workflow as Workflow<unknown, unknown>;
-  const points = boundariesOf(wf);
+  const points = crashPointsOf(wf);
+  const inner = new Map(points.flatMap((p) => (p.child ? [[p.label, p.child.point] as const] : [])));
   const calls = keyedCallsOf(wf);
+  const childItems = childItemsOf(wf);
   const tenantId = options.tenantId ?? "test";
   const keyPrefix = options.keyPrefix ?? `crash-${randomUUID().slice(0, 8)}-`;
   const effects = Object.entries(options.effects ?? {}).map(([name, e]) =>
@@ -145,15 +167,29 @@ export async function crashAtEveryBoundary<In, B>(
   const inputOf = (key: string, point: string): In =>
     typeof input === "function" ? (input as (run: { key: string; point: string }) => In)({ key, point }) : input;
 
-  // The hook sees every run on the engine; it acts on the current key only.
-  let current: { key: string; crashAt: string | null; fired: boolean; reached: Set<string> } | undefined;
+  // The hook sees every run on the engine; it acts on the current key and its first children only, and counts
+  // each run's visits of each point.
+  interface Current {
+    key: string;
+    crashAt: string | null;
+    fired: boolean;
+    reached: Set<string>;
+    visits: VisitCounter;
+    /** The first child of each `.child` and `.map` item, by key. */
+    children: Map<string, { item: string; visits: VisitCounter }>;
+  }
+  let current: Current;
+  let active = false;
   const detach = attachHook(engine, (point, run) => {
     const c = current;
-    if (!c || run.key !== c.key || run.tenantId !== tenantId) return;
-    c.reached.add(point);
-    if (c.crashAt === point && !c.fired) {
+    if (!active || run.tenantId !== tenantId) return;
+    const child = run.key === c.key ? undefined : c.children.get(run.key);
+    if (run.key !== c.key && !child) return;
+    const label = child ? `${child.item}[0]:${child.visits.label(point)}` : c.visits.label(point);
+    c.reached.add(label);
+    if (c.crashAt === label && !c.fired) {
       c.fired = true;
-      throw new CrashSignal(point);
+      throw new CrashSignal(label);
     }
   });
 
@@ -170,58 +206,50 @@ export async function crashAtEveryBoundary<In, B>(
       ),
     );
 
-  type Run = BoundaryResult & { readonly raw: Settled; readonly reached: ReadonlySet<string> };
+  type Run = BoundaryResult & {
+    readonly raw: Settled;
+    readonly reached: ReadonlySet<string>;
+    readonly children: Record<string, number>;
+  };
 
-  async function one(point: string | null, expected: Settled | null): Promise<Run> {
+  async function one(point: string | null, expected: Run | null): Promise<Run> {
     const key = `${keyPrefix}${point ?? "none"}`;
     const problems: string[] = [];
     const run = () => settle(engine.runOnce(workflow, { tenantId, key, input: inputOf(key, point ?? "none") }));
     const before = await readEffects();
     const reached = new Set<string>();
-    current = { key, crashAt: point, fired: false, reached };
+    const firstChildren = new Map(
+      childItems.map((item) => [deriveChildKey(tenantId, key, wf.name, item, 0), { item, visits: new VisitCounter() }]),
+    );
+    current = { key, crashAt: point, fired: false, reached, visits: new VisitCounter(), children: firstChildren };
+    active = true;
     let final: Settled;
     try {
       const first = await run();
+      const crashed = current.fired;
       if (point === null) {
-        final = first;
-        if (first.error !== undefined) problems.push(`the run without a crash failed: ${describe(first.error)}`);
-        else if (first.value?.replayed) problems.push(`key '${key}' was already used: pick a fresh keyPrefix`);
-      } else {
-        if (!current.fired) {
-          problems.push(
-            `the run never reached ${point} although the run without a crash did; ` +
-              `it ended with ${first.error === undefined ? `status ${first.value?.status}` : describe(first.error)} (is the workflow deterministic?)`,
-          );
-        } else if (!(first.error instanceof CrashSignal)) {
-          problems.push(`the crash at ${point} was swallowed: the attempt ended with ${describe(first.error)}`);
-        }
-        const record = await engine.inspect(tenantId, key);
-        if (record?.status === "in_flight") {
-          const dup = await run();
-          if (!(dup.error instanceof IdempotencyKeyInProgressError)) {
-            problems.push(
-              `a duplicate while the crashed attempt held the lease was not refused with 409: it got ${
-                dup.error === undefined ? `status ${dup.value?.status}` : describe(dup.error)
-              }`,
-            );
-          }
-          await engine.release(tenantId, key);
-        }
-        final = await run();
-        if (final.error !== undefined) problems.push(`the retry after the crash failed: ${describe(final.error)}`);
+        if (first.value?.replayed) problems.push(`key '${key}' was already used: pick a fresh keyPrefix`);
+      } else if (crashed && !(first.error instanceof CrashSignal)) {
+        problems.push(`the crash at ${point} was swallowed: the attempt ended with ${describe(first.error)}`);
+      }
+      const drive = { engine, workflow: wf, tenantId, key, point, call: run, problems, signals: options.signals };
+      final = await driveToEnd({ ...drive, fired: () => current.fired }, first, crashed);
+      if (point !== null && !current.fired) {
+        problems.push(
+          `the run never reached ${point} although the run without a crash did; ` +
+            `it ended with ${final.error === undefined ? `status ${final.value?.status}` : describe(final.error)} (is the workflow deterministic?)`,
+        );
       }
     } finally {
-      current = undefined;
+      active = false;
     }
 
     const result = final.value;
-    if (result && expected?.value) {
-      const want = expected.value;
-      if (result.status !== want.status || result.outcome !== want.outcome) {
-        problems.push(
-          `the retry answered ${result.status} (${result.outcome}); the run without a crash answered ${want.status} (${want.outcome})`,
-        );
-      }
+    const want = expected?.raw.value;
+    if (result && want && (result.status !== want.status || result.outcome !== want.outcome)) {
+      problems.push(
+        `the retry answered ${result.status} (${result.outcome}); the run without a crash answered ${want.status} (${want.outcome})`,
+      );
     }
     if (result && result.outcome !== "rejected") {
       const replay = await run();
@@ -241,41 +269,16 @@ export async function crashAtEveryBoundary<In, B>(
       const actual = a === null || a === undefined || b === null || b === undefined ? null : a - b;
       counts[e.name] = { expected: e.perRun, actual };
       if (actual === null) problems.push(`the counter of '${e.name}' threw or returned something other than a number`);
-      else if (actual !== e.perRun) problems.push(effectProblem(e.name, actual, e.perRun, point));
+      else if (actual !== e.perRun) {
+        problems.push(effectProblem(e.name, actual, e.perRun, point === null ? null : (inner.get(point) ?? point)));
+      }
     });
 
     const record = await engine.inspect(tenantId, key);
-    const derivedKeys: Record<string, string[]> = {};
-    const wanted = (c: (typeof calls)[number]) => deriveStepKey(tenantId, key, wf.name, c.step, c.branch);
-    const named = (c: (typeof calls)[number]) =>
-      c.branch === undefined ? `step '${c.step}'` : `branch '${c.branch}' of parallel '${c.step}'`;
-    for (const c of calls) {
-      const mine = (h: { kind: string; name: string; branch: string | null }) =>
-        c.branch === undefined
-          ? h.kind === "step" && h.name === c.step
-          : h.kind === "branch" && h.name === c.step && h.branch === c.branch;
-      const keys = [...new Set((record?.history ?? []).filter(mine).map((h) => h.derivedKey))].map(String);
-      derivedKeys[c.label] = keys;
-      const want = wanted(c);
-      if (keys.length > 1) problems.push(`${named(c)} ran under ${keys.length} derived keys across attempts`);
-      else if (keys.length === 1 && keys[0] !== want) {
-        problems.push(`${named(c)} ran under derived key '${keys[0]}', not '${want}'`);
-      }
-    }
-    if (options.requests) {
-      const log = await Promise.resolve().then(options.requests);
-      for (const c of calls) {
-        const want = wanted(c);
-        const sent = log.filter((r) => r.idempotencyKey === want).map((r) => r.params);
-        const distinct = sent.filter((p, i) => sent.findIndex((q) => isDeepStrictEqual(p, q)) === i);
-        if (distinct.length > 1) {
-          problems.push(
-            `${named(c)} sent ${distinct.length} different params under one derived key across its calls: ` +
-              "build what a step sends from input and state only, never from the clock or randomness inside the step",
-          );
-        }
-      }
-    }
+    const checked = { tenantId, key, workflow: wf.name, record };
+    const derivedKeys = derivedKeysOf(checked, calls, problems);
+    if (options.requests) checkParams(checked, calls, await Promise.resolve().then(options.requests), problems);
+    const children = checkChildren(checked, childItems, expected?.children ?? null, problems);
     if (result && result.outcome !== "rejected" && record?.status !== "completed") {
       problems.push(`the record is ${record ? record.status : "missing"} after the run answered`);
     }
@@ -291,6 +294,7 @@ export async function crashAtEveryBoundary<In, B>(
       problems,
       raw: final,
       reached,
+      children,
     };
   }
 
@@ -306,15 +310,16 @@ export async function crashAtEveryBoundary<In, B>(
   });
 
   try {
-    const { raw, reached, ...baseline } = await one(null, null);
+    const base = await one(null, null);
+    const { raw, reached, children: _children, ...baseline } = base;
     const boundaries: BoundaryResult[] = [];
-    for (const point of points) {
+    for (const { label: point } of points) {
       // Only the boundaries the run without a crash passed can be crashed at.
       if (raw.error !== undefined || !reached.has(point)) {
         boundaries.push(skipped(point));
         continue;
       }
-      const { raw: _raw, reached: _reached, ...r } = await one(point, raw);
+      const { raw: _raw, reached: _reached, children: _c, ...r } = await one(point, base);
       boundaries.push(r);
     }
     const rows = [baseline, ...boundaries];
@@ -335,19 +340,4 @@ export async function crashAtEveryBoundary<In, B>(
   } finally {
     detach();
   }
-}
-
-function effectProblem(name: string, actual: number, expected: number, point: string | null): string {
-  const base = `'${name}' happened ${actual} time${actual === 1 ? "" : "s"}, expected ${expected}`;
-  if (point === null) return `${base} in a run without a crash: does the counter read the right table and tenant?`;
-  if (actual > expected && point.startsWith("called:step:")) {
-    const step = point.slice("called:step:".length);
-    return `${base}: step '${step}' was called again after the crash and the other system did not deduplicate; pass ctx.idempotencyKey to it (or give the step a reconcile)`;
-  }
-  if (actual > expected && point.startsWith("called:branch:")) {
-    const branch = point.slice("called:branch:".length);
-    return `${base}: branch '${branch}' was called again after the crash and the other system did not deduplicate; pass ctx.idempotencyKey to it (or give the branch a reconcile)`;
-  }
-  if (actual > expected) return `${base}: code outside a phase's transaction ran again on resume`;
-  return `${base}: an effect was lost; is it written outside the phase's transaction?`;
 }

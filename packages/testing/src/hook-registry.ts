@@ -32,15 +32,18 @@ export function attachHook(engine: Engine, hook: FaultHook): () => void {
   };
 }
 
-const POINT = /^(?:(?:before|after):(?:phase|step)|called:step|(?:before|called|after):branch|after:parallel):./s;
+const POINT =
+  /^(?:(?:before|after):(?:phase|step)|called:step|(?:before|called|after):branch|after:parallel|(?:started|read|after):(?:child|map)|after:sleep|(?:locked|after):wait):./s;
 
-/** Throw a TypeError naming the accepted forms when `point` is not a boundary name. */
+/** Throw a TypeError naming the accepted forms when `point` is not a boundary name (a visit's `#<n>` suffix allowed). */
 export function checkPoint(point: unknown): asserts point is string {
   if (typeof point !== "string" || !POINT.test(point)) {
     throw new TypeError(
       `not a boundary: ${JSON.stringify(point)}; expected before:phase:<name>, after:phase:<name>, ` +
         "before:step:<name>, called:step:<name>, after:step:<name>, before:branch:<item>/<branch>, " +
-        "called:branch:<item>/<branch>, after:branch:<item>/<branch> or after:parallel:<item>",
+        "called:branch:<item>/<branch>, after:branch:<item>/<branch>, after:parallel:<item>, " +
+        "started:<child|map>:<item>, read:<child|map>:<item>, after:<child|map>:<item>, after:sleep:<name>, " +
+        "locked:wait:<name> or after:wait:<name>, any of them with #<n> for the n-th visit",
     );
   }
 }

@@ -39,7 +39,11 @@ export interface Pause {
  *   `called:step:<name>`, `after:step:<name>`, for a branch of a parallel item
  *   `before:branch:<item>/<branch>`, `called:branch:<item>/<branch>` or
  *   `after:branch:<item>/<branch>` (only that branch is held; the others run on),
- *   or `after:parallel:<item>`; see `boundariesOf`.
+ *   or `after:parallel:<item>`; for a `.child` or `.map` item `started:<kind>:<item>`,
+ *   `read:<kind>:<item>` or `after:<kind>:<item>`; `after:sleep:<name>`;
+ *   `locked:wait:<name>` or `after:wait:<name>`; see `boundariesOf`. With
+ *   `#<n>` (`read:map:fan#2`), the `n`-th time one run passes the point
+ *   from now on: the visit after its children completed or its signal came.
  * @throws TypeError when `point` is not one of those forms.
  * @throws InvalidOptionError when `filter` holds an unknown key or a value of the wrong type.
  *
@@ -63,11 +67,22 @@ export function pauseAt(engine: Engine, point: string, filter: PauseFilter = {})
     open = resolve;
   });
   let held = false;
+  // `<point>#<n>`: the visits of `<point>` are counted per run (a name that itself ends in `#<n>` still matches as given).
+  const visit = /^(.*)#([0-9]+)$/s.exec(point);
+  const base = visit?.[1];
+  const nth = Number(visit?.[2]);
+  const visits = new Map<string, number>();
   const detach = attachHook(engine, async (p, run) => {
-    if (held || p !== point) return;
+    if (held || (p !== point && p !== base)) return;
     if (filter.tenantId !== undefined && run.tenantId !== filter.tenantId) return;
     if (filter.key !== undefined && run.key !== filter.key) return;
     if (filter.attempt !== undefined && run.attempt !== filter.attempt) return;
+    if (p !== point) {
+      const id = JSON.stringify([run.tenantId, run.key]);
+      const n = (visits.get(id) ?? 0) + 1;
+      visits.set(id, n);
+      if (n !== nth) return;
+    }
     held = true;
     reach();
     await gate;

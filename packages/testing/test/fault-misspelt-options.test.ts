@@ -40,7 +40,7 @@ describe("@idempo/testing options", () => {
         crashAtEveryBoundary(engine, checkout, input, { effects: { c: () => 0 }, keyprefix: "x" } as never),
       ),
       "keyprefix",
-      /^crashAtEveryBoundary: unknown option 'keyprefix' \(did you mean 'keyPrefix'\?\); the known options are effects, keyPrefix, requests, tenantId$/,
+      /^crashAtEveryBoundary: unknown option 'keyprefix' \(did you mean 'keyPrefix'\?\); the known options are effects, keyPrefix, requests, signals, tenantId$/,
     );
     refused(
       await refusal(crashAtEveryBoundary(engine, checkout, input, { effects: { c: () => 0 }, tenantId: 7 as never })),

@@ -57,3 +57,24 @@ export function jsonLines<T = Record<string, unknown>>(text: string): T[] {
     .filter((l) => l.trim() !== "")
     .map((l) => JSON.parse(l) as T);
 }
+
+/** Run commands against the database at `url`, with at most `width` at a time (the machine has two cores). */
+export async function runAll(
+  url: string,
+  commands: Record<string, { args: string[]; env?: Record<string, string> }>,
+  width = 3,
+) {
+  const names = Object.keys(commands);
+  const results: Record<string, CliResult> = {};
+  let next = 0;
+  await Promise.all(
+    Array.from({ length: width }, async () => {
+      while (next < names.length) {
+        const name = names[next++] as string;
+        const c = commands[name] as { args: string[]; env?: Record<string, string> };
+        results[name] = await idempo(c.args, { DATABASE_URL: url, ...c.env });
+      }
+    }),
+  );
+  return results;
+}

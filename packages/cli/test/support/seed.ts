@@ -40,10 +40,10 @@ export interface SeededDatabase {
   readonly engine: Engine;
 }
 
-/** Give this test file its own migrated database, seeded as described above. */
-export function useSeededDatabase(): SeededDatabase {
+/** Give this test file its own migrated database, seeded as described above, named after `prefix` (one per file). */
+export function useSeededDatabase(prefix: string): SeededDatabase {
   let engine: Engine | undefined;
-  const clone = useClonedDatabase("idempo_cli", {
+  const clone = useClonedDatabase(prefix, {
     pool: 4,
     prepare: async (db) => {
       const normal = createEngine({ db });

@@ -5,7 +5,16 @@
  * cancel completes the child as `mark_completed` does for an operator's
  * cancel (outcome `canceled`); its completion trigger (migration 0020)
  * then finds the parent no longer waiting.
+ *
+ * The cancel locks children in key order while a completing child holds
+ * its own row and locks its parent's, then a queued sibling's (the
+ * trigger): the two orders can meet in a deadlock, which PostgreSQL ends
+ * by rolling one of them back. Whichever it is, running it again is safe
+ * (a rolled-back cancel changed nothing; a rolled-back completion is
+ * retried by its runner and then finds itself canceled), so
+ * `cancelChildren` runs its statement again, a bounded number of times.
  */
+import { isTransient } from "../database/transient-failures.js";
 import { DONE_CHANNEL } from "./notify-channels.js";
 import type { Executor, StoredResponse, Tables } from "./run-store.js";
 import { sql } from "./sql.js";
@@ -51,11 +60,18 @@ function cancelAll(t: Tables, doomed: ReturnType<typeof sql>, response: StoredRe
     SELECT (SELECT count(*) FROM canceled)::int AS n, (SELECT count(*) FROM told) AS told`;
 }
 
+/** How many times `cancelChildren` runs its statement when PostgreSQL rolls it back (deadlock, serialization). */
+const CANCEL_TRIES = 5;
+
 /**
  * Cancel the children of the parent `(tenantId, key, runId)` that have not
  * completed (of every item, and their own children, at any depth), with
  * `response` (outcome `canceled`). In flight ones lose their owner as by
  * `engine.cancel`: their next write is refused.
+ *
+ * A deadlock or serialization failure rolls the statement back whole; it
+ * is run again, up to {@link CANCEL_TRIES} times in all, before the error
+ * is raised.
  *
  * @returns how many were canceled.
  */
@@ -76,10 +92,17 @@ export async function cancelChildren(
     SELECT r.tenant_id, r.key FROM ${t.runs} r JOIN tree USING (tenant_id, key)
     WHERE r.status <> 'completed'
     ORDER BY r.key FOR UPDATE OF r`;
-  const { rows } = await sql<{ n: number }>`/* idempo:cancel_children */
+  const statement = sql<{ n: number }>`/* idempo:cancel_children */
     WITH ${cancelAll(t, doomed, response)}
-  `.execute(db);
-  return rows[0]?.n ?? 0;
+  `;
+  for (let tries = 1; ; tries++) {
+    try {
+      const { rows } = await statement.execute(db);
+      return rows[0]?.n ?? 0;
+    } catch (error) {
+      if (tries >= CANCEL_TRIES || !isTransient(error)) throw error;
+    }
+  }
 }
 
 /**

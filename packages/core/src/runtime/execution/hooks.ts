@@ -13,6 +13,17 @@
  * of a parallel item, `before:branch:<item>/<branch>`, `called:branch:<item>/<branch>`
  * and `after:branch:<item>/<branch>` (the same three, per branch), then
  * `after:parallel:<item>` (every branch recorded, the item committed).
+ * A `.child` or `.map` item (`<kind>` is `child` or `map`): `started:<kind>:<item>`
+ * (children created, inside the transaction that records the start, before
+ * its commit; only on the visit that creates them), `read:<kind>:<item>` (the
+ * children read under the parent's lock, same transaction) and
+ * `after:<kind>:<item>` (committed: suspended for the children, or moved
+ * past them); a run passes `read:` and `after:` again on the visit after its
+ * last child completed. A `.sleep`: `after:sleep:<name>` (suspended, the
+ * wake-up committed; the run that wakes goes on after it). A `.waitFor`:
+ * `locked:wait:<name>` (the run's row locked, nothing written yet) and
+ * `after:wait:<name>` (committed: suspended, or moved past with the signal),
+ * both again on the visit after the signal came.
  */
 export type HookPoint = string;
 

@@ -10,7 +10,13 @@
 -- slot_commit_allowed too (the store's own statements, and a sleep's or a
 -- suspension on new children, through store/progress.ts slotFence), and a
 -- refusal is a fenced write: nothing is written, the attempt stops with
--- LeaseLostError. No table changes.
+-- LeaseLostError.
+--
+-- A child's completion made the next queued sibling of its `.map` due
+-- even when the completed child was itself only queued (an operator
+-- canceled it): each such cancel made one more child runnable than the
+-- map's `concurrency`. Now a completion frees a place only if the child
+-- held one (it was not queued). No table changes.
 -- Each function ends with `$$;` on its own line (the runner splits there).
 
 -- A branch's result (0019): its entry closed with the result and its tries,
@@ -75,5 +81,51 @@ BEGIN
     PERFORM pg_notify('idempo_done', completion_tag(p_tenant_id, p_key));
   END IF;
   RETURN NEXT v_run;
+END
+$$;
+
+-- A child just completed (0020). The parent's row is locked first: a
+-- parent that suspends locks its own row before it reads its children, so
+-- the two serialise and the one that goes second sees the other (the lost
+-- wake-up: a last child completing while its parent decides to wait).
+-- Under that lock the next queued sibling becomes due when the child held
+-- a runnable place (it was not queued itself: a queued child an operator
+-- canceled frees none), so at most `concurrency` children are runnable at
+-- once; and when no sibling is left uncompleted, the parent waiting on the
+-- item becomes due.
+CREATE OR REPLACE FUNCTION child_completed() RETURNS trigger LANGUAGE plpgsql SET search_path FROM CURRENT AS $$
+DECLARE
+  v_parent runs;
+BEGIN
+  SELECT * INTO v_parent FROM runs
+  WHERE tenant_id = NEW.tenant_id AND key = NEW.parent_key AND run_id = NEW.parent_run_id
+  FOR UPDATE;
+  IF NOT FOUND THEN
+    RETURN NULL;
+  END IF;
+  IF NOT (OLD.status = 'suspended' AND OLD.wait_kind IS NOT DISTINCT FROM 'queued') THEN
+    UPDATE runs SET wait_kind = NULL, wait_name = NULL, wake_at = clock_timestamp(), updated_at = clock_timestamp()
+    WHERE (tenant_id, key) = (
+      SELECT tenant_id, key FROM runs
+      WHERE tenant_id = NEW.tenant_id AND parent_key = NEW.parent_key AND parent_item = NEW.parent_item
+        AND parent_run_id = NEW.parent_run_id AND status = 'suspended' AND wait_kind = 'queued'
+      ORDER BY child_index
+      LIMIT 1
+    );
+    IF FOUND THEN
+      PERFORM pg_notify('idempo_due', NEW.workflow);
+    END IF;
+  END IF;
+  IF v_parent.status = 'suspended' AND v_parent.wait_kind = 'children' AND v_parent.wait_name = NEW.parent_item
+     AND NOT EXISTS (
+       SELECT 1 FROM runs
+       WHERE tenant_id = NEW.tenant_id AND parent_key = NEW.parent_key AND parent_item = NEW.parent_item
+         AND parent_run_id = NEW.parent_run_id AND status <> 'completed'
+     ) THEN
+    UPDATE runs SET wake_at = clock_timestamp(), updated_at = clock_timestamp()
+    WHERE tenant_id = NEW.tenant_id AND key = NEW.parent_key;
+    PERFORM pg_notify('idempo_due', v_parent.workflow);
+  END IF;
+  RETURN NULL;
 END
 $$;

@@ -1789,13 +1789,15 @@ $$;
 -- Child runs (0020)
 -- ---------------------------------------------------------------------------
 
--- A child just completed. The parent's row is locked first: a parent that
--- suspends locks its own row before it reads its children, so the two
--- serialise and the one that goes second sees the other (the lost wake-up:
--- a last child completing while its parent decides to wait). Under that
--- lock the next queued sibling becomes due (one completion frees one slot,
--- so at most `concurrency` children are runnable at once), and when no
--- sibling is left uncompleted, the parent waiting on the item becomes due.
+-- A child just completed (0020, 0024). The parent's row is locked first: a
+-- parent that suspends locks its own row before it reads its children, so
+-- the two serialise and the one that goes second sees the other (the lost
+-- wake-up: a last child completing while its parent decides to wait).
+-- Under that lock the next queued sibling becomes due when the child held
+-- a runnable place (it was not queued itself: a queued child an operator
+-- canceled frees none), so at most `concurrency` children are runnable at
+-- once; and when no sibling is left uncompleted, the parent waiting on the
+-- item becomes due.
 CREATE OR REPLACE FUNCTION child_completed() RETURNS trigger LANGUAGE plpgsql SET search_path FROM CURRENT AS $$
 DECLARE
   v_parent runs;
@@ -1806,16 +1808,18 @@ BEGIN
   IF NOT FOUND THEN
     RETURN NULL;
   END IF;
-  UPDATE runs SET wait_kind = NULL, wait_name = NULL, wake_at = clock_timestamp(), updated_at = clock_timestamp()
-  WHERE (tenant_id, key) = (
-    SELECT tenant_id, key FROM runs
-    WHERE tenant_id = NEW.tenant_id AND parent_key = NEW.parent_key AND parent_item = NEW.parent_item
-      AND parent_run_id = NEW.parent_run_id AND status = 'suspended' AND wait_kind = 'queued'
-    ORDER BY child_index
-    LIMIT 1
-  );
-  IF FOUND THEN
-    PERFORM pg_notify('idempo_due', NEW.workflow);
+  IF NOT (OLD.status = 'suspended' AND OLD.wait_kind IS NOT DISTINCT FROM 'queued') THEN
+    UPDATE runs SET wait_kind = NULL, wait_name = NULL, wake_at = clock_timestamp(), updated_at = clock_timestamp()
+    WHERE (tenant_id, key) = (
+      SELECT tenant_id, key FROM runs
+      WHERE tenant_id = NEW.tenant_id AND parent_key = NEW.parent_key AND parent_item = NEW.parent_item
+        AND parent_run_id = NEW.parent_run_id AND status = 'suspended' AND wait_kind = 'queued'
+      ORDER BY child_index
+      LIMIT 1
+    );
+    IF FOUND THEN
+      PERFORM pg_notify('idempo_due', NEW.workflow);
+    END IF;
   END IF;
   IF v_parent.status = 'suspended' AND v_parent.wait_kind = 'children' AND v_parent.wait_name = NEW.parent_item
      AND NOT EXISTS (

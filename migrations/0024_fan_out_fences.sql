@@ -16,7 +16,12 @@
 -- even when the completed child was itself only queued (an operator
 -- canceled it): each such cancel made one more child runnable than the
 -- map's `concurrency`. Now a completion frees a place only if the child
--- held one (it was not queued). No table changes.
+-- held one (it was not queued).
+--
+-- The SQL interface's cancel() completed the parent only, while
+-- engine.cancel also cancels its children that have not completed, and
+-- theirs in turn. The cascade is now one function, cancel_children, that
+-- both call. No table changes.
 -- Each function ends with `$$;` on its own line (the runner splits there).
 
 -- A branch's result (0019): its entry closed with the result and its tries,
@@ -127,5 +132,115 @@ BEGIN
     PERFORM pg_notify('idempo_due', v_parent.workflow);
   END IF;
   RETURN NULL;
+END
+$$;
+
+-- Cancel the children of the parent (p_tenant_id, p_key, p_run_id) that
+-- have not completed (of every item, and their own children, at any depth)
+-- with the given answer (outcome 'canceled'), as mark_completed writes an
+-- operator's cancel, in one UPDATE over all of them: every child row is
+-- locked (in key order) before any completion trigger locks its parent's.
+-- In flight ones lose their owner: their next write is refused. Returns how
+-- many were canceled. engine.cancel (store/child-cancel.ts) calls it after
+-- the parent's cancel committed, cancel() below before the parent's.
+CREATE OR REPLACE FUNCTION cancel_children(
+  p_tenant_id text, p_key text, p_run_id text,
+  p_outcome text, p_response_status integer, p_response_body json
+) RETURNS integer LANGUAGE plpgsql SET search_path FROM CURRENT AS $$
+DECLARE
+  v_n integer;
+  v_told integer;
+BEGIN
+  WITH RECURSIVE tree AS (
+    SELECT tenant_id, key, run_id FROM runs
+    WHERE tenant_id = p_tenant_id AND parent_key = p_key AND parent_run_id = p_run_id
+    UNION
+    SELECT c.tenant_id, c.key, c.run_id FROM runs c
+    JOIN tree ON c.tenant_id = tree.tenant_id AND c.parent_key = tree.key AND c.parent_run_id = tree.run_id
+  ), doomed AS (
+    SELECT r.tenant_id, r.key FROM runs r JOIN tree USING (tenant_id, key)
+    WHERE r.status <> 'completed'
+    ORDER BY r.key FOR UPDATE OF r
+  ), canceled AS (
+    UPDATE runs r
+    SET status = 'completed', owner_token = NULL, locked_until = NULL, parked_reason = NULL, parked_at = NULL,
+        outcome = p_outcome, response_status = p_response_status, response_body = p_response_body,
+        expires_at = clock_timestamp() + r.retention_ms * interval '1 millisecond',
+        completed_at = clock_timestamp(), updated_at = clock_timestamp()
+    FROM doomed d
+    WHERE r.tenant_id = d.tenant_id AND r.key = d.key AND r.status <> 'completed'
+    RETURNING r.tenant_id, r.key, r.durable
+  ), told AS (
+    SELECT pg_notify('idempo_done', completion_tag(tenant_id, key)) FROM canceled WHERE durable
+  )
+  SELECT (SELECT count(*) FROM canceled)::int, (SELECT count(*) FROM told)::int INTO v_n, v_told;
+  RETURN v_n;
+END
+$$;
+
+-- engine.cancel: finish a run that is in flight, suspended or parked with a
+-- stored answer (outcome 'canceled'; default 409 with the problem body the
+-- engine stores, code run_canceled), through mark_completed as every
+-- completion, and cancel its children that have not completed, and theirs
+-- in turn (cancel_children, with the answer engine.cancel gives them); a
+-- live owner's next write fails. The children are canceled first, in one
+-- transaction with the parent: a child's completion locks its own row,
+-- then its parent's, and this takes them in the same order; a deadlock
+-- with a completing child's lock of a queued sibling runs the children's
+-- cancel again (up to 5 times), as engine.cancel does. Returns the
+-- record as inspect shows it. run_state (IP008) for a completed run,
+-- run_not_found (IP007) for an absent key; either leaves every child as it was.
+CREATE OR REPLACE FUNCTION cancel(
+  tenant_id text, key text, status integer DEFAULT 409, body jsonb DEFAULT NULL,
+  max_payload_bytes integer DEFAULT 1048576
+) RETURNS SETOF run_record LANGUAGE plpgsql SET search_path FROM CURRENT AS $$
+#variable_conflict use_column
+DECLARE
+  v_tenant_id text := $1;
+  v_key text := $2;
+  v_status integer := $3;
+  v_text text;
+  v_found record;
+  v_run_id text;
+  v_try integer;
+BEGIN
+  PERFORM check_run_key(v_tenant_id, v_key);
+  IF v_status IS NULL OR v_status < 100 OR v_status > 599 THEN
+    PERFORM raise_error('IP002', 'invalid_input',
+                        'invalid input: status: must be an integer 100-599, got ' || coalesce(v_status::text, 'null'));
+  END IF;
+  v_text := checked_json(coalesce($4, jsonb_build_object(
+              'type', 'about:blank', 'title', 'Canceled', 'status', v_status, 'code', 'run_canceled',
+              'detail', 'an operator canceled this request; retrying with the same key returns this answer')),
+            'body', 'the body of cancel', $5);
+  SELECT r.run_id INTO v_run_id FROM runs r
+  WHERE r.tenant_id = v_tenant_id AND r.key = v_key AND r.status <> 'completed';
+  IF FOUND THEN
+    -- A deadlock with a completing child (its row, then its parent's and a
+    -- queued sibling's) rolls back only this block, which runs again.
+    FOR v_try IN 1..5 LOOP
+      BEGIN
+        PERFORM cancel_children(v_tenant_id, v_key, v_run_id, 'canceled', 409,
+          '{"type":"about:blank","title":"Canceled","status":409,"code":"run_canceled","detail":"the parent run ended before this child completed"}'::json);
+        EXIT;
+      EXCEPTION WHEN deadlock_detected OR serialization_failure THEN
+        IF v_try = 5 THEN
+          RAISE;
+        END IF;
+      END;
+    END LOOP;
+  END IF;
+  PERFORM 1 FROM mark_completed(v_tenant_id, v_key, NULL, true, 'canceled', v_status, v_text::json, NULL, NULL, false);
+  IF NOT FOUND THEN
+    SELECT r.status, r.outcome INTO v_found FROM runs r WHERE r.tenant_id = v_tenant_id AND r.key = v_key;
+    IF NOT FOUND THEN
+      PERFORM raise_error('IP007', 'run_not_found', 'no record for ' || key_name(v_tenant_id, v_key));
+    END IF;
+    PERFORM raise_error('IP008', 'run_state',
+                        key_name(v_tenant_id, v_key) || ': is already completed (outcome '
+                        || coalesce(v_found.outcome, 'unknown')
+                        || '): there is nothing to cancel, its stored response is replayed');
+  END IF;
+  RETURN QUERY SELECT * FROM inspect(v_tenant_id, v_key);
 END
 $$;

@@ -217,7 +217,9 @@ BEGIN
   WHERE r.tenant_id = v_tenant_id AND r.key = v_key AND r.status <> 'completed';
   IF FOUND THEN
     -- A deadlock with a completing child (its row, then its parent's and a
-    -- queued sibling's) rolls back only this block, which runs again.
+    -- queued sibling's) rolls back only this block, which runs again after
+    -- a short pause: at once, it could take the rows back before the other
+    -- side, woken by the rollback, gets them, and meet it again.
     FOR v_try IN 1..5 LOOP
       BEGIN
         PERFORM cancel_children(v_tenant_id, v_key, v_run_id, 'canceled', 409,
@@ -227,6 +229,7 @@ BEGIN
         IF v_try = 5 THEN
           RAISE;
         END IF;
+        PERFORM pg_sleep(0.02 * v_try);
       END;
     END LOOP;
   END IF;

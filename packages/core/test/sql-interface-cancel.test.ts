@@ -3,10 +3,12 @@
  * have not completed, and theirs in turn, as `engine.cancel` does: the
  * same function (`cancel_children`, migration 0024), the same answer for
  * each child, and none of them runs afterwards. A refused cancel (the
- * parent already completed) leaves every child as it was. Counted from the
- * rows and from the calls a worker makes.
+ * parent already completed) leaves every child as it was, and a deadlock
+ * on the children's rows runs the children's cancel again instead of
+ * raising 40P01. Counted from the rows and from the calls a worker makes.
  */
 import { sql } from "kysely";
+import pg from "pg";
 import { describe, expect, it } from "vitest";
 import { createEngine, deriveChildKey, workflow } from "../src/index.ts";
 import { PARENT_ENDED } from "../src/store/child-cancel.ts";
@@ -103,4 +105,53 @@ describe("cancel of a parent through the SQL interface", () => {
     expect(error.sqlstate).toBe("IP008");
     expect((await childrenOf("asr", "p1")).map((r) => r.status)).toEqual(["suspended", "suspended"]);
   });
+
+  // children-cancel-deadlock.test.ts makes the same cycle for engine.cancel: another transaction holds the
+  // child with the greatest key, waits until the cancel is blocked on it, then locks the child with the
+  // smallest key (held by the cancel) under a long deadlock_timeout, so the cancel's statement is rolled back.
+  it("a deadlock on the children's rows runs their cancel again: every child and the parent end canceled", async () => {
+    const engine = createEngine({ db: t.db });
+    const child = workflow("asd_child")
+      .step("s", () => ({}))
+      .respond(() => ({ status: 200, body: null }));
+    const parent = workflow("asd_parent")
+      .map("fan", child, () => [{}, {}, {}])
+      .respond(() => ({ status: 200, body: null }));
+    await engine.runOnce(parent, { tenantId: "asd", key: "p1", input: {} });
+    const other = new pg.Client({ connectionString: t.url });
+    await other.connect();
+    try {
+      const { rows: children } = await other.query<{ key: string }>(
+        "SELECT key FROM idempo.runs WHERE tenant_id = 'asd' AND parent_key = 'p1' ORDER BY key",
+      );
+      expect(children).toHaveLength(3);
+      await other.query("BEGIN");
+      await other.query("SET LOCAL deadlock_timeout = '60s'");
+      await other.query("SELECT 1 FROM idempo.runs WHERE tenant_id = 'asd' AND key = $1 FOR UPDATE", [
+        children[2]?.key,
+      ]);
+      const canceled = sql<{ status: string }>`SELECT status FROM idempo.cancel('asd', 'p1')`.execute(t.db).then(
+        ({ rows }) => ({ status: rows[0]?.status, error: undefined }),
+        (error: unknown) => ({ status: undefined, error }),
+      );
+      let blocked = false;
+      for (let i = 0; i < 600 && !blocked; i++) {
+        const { rows } = await sql<{ n: number }>`
+          SELECT count(*)::int AS n FROM pg_stat_activity
+          WHERE wait_event_type = 'Lock' AND query LIKE '%idempo.cancel(%'`.execute(t.db);
+        blocked = (rows[0]?.n ?? 0) > 0;
+        if (!blocked) await sleep(25);
+      }
+      expect(blocked).toBe(true);
+      await other.query("SELECT 1 FROM idempo.runs WHERE tenant_id = 'asd' AND key = $1 FOR UPDATE", [
+        children[0]?.key,
+      ]);
+      await other.query("ROLLBACK");
+      const result = await canceled;
+      expect(result).toEqual({ status: "completed", error: undefined });
+      expect((await childrenOf("asd", "p1")).map((r) => r.outcome)).toEqual(["canceled", "canceled", "canceled"]);
+    } finally {
+      await other.end();
+    }
+  }, 60_000);
 });

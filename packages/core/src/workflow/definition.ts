@@ -173,7 +173,8 @@ export interface MapOptions extends ChildOptions {
  * What a `.child` item (each element of a `.map` item's array) puts in
  * state: the child run's stored response. `B` is the child workflow's body
  * when it succeeded; a failed, errored or canceled child's body is its
- * stored problem or `ctx.fail` body.
+ * stored problem or `ctx.fail` body (or `ctx.reject` body: a child's
+ * reject ends it, outcome `failed`).
  */
 export type ChildResult<B> =
   | { readonly status: number; readonly body: B; readonly outcome: "succeeded" }

@@ -112,6 +112,7 @@ export type {
   TimeoutContext,
 } from "./workflow/context.js";
 export type {
+  ChildOptions,
   ChildResult,
   ConcurrencyInfo,
   ConcurrencyOptions,

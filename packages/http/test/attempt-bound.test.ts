@@ -22,7 +22,7 @@ describe("wrapped handlers have a bound", () => {
   it("Express: a handler that never answers gives its key up at attemptTimeoutMs; the retry runs and is stored", async () => {
     let calls = 0;
     const app = express();
-    app.post("/never", ex.idempotency(t.engine, { tenant: () => "t1", attemptTimeoutMs: 300 }), (_req, res) => {
+    app.post("/never", ex.idempotency(t.engine, { tenant: () => "t1", attemptTimeoutMs: 1_500 }), (_req, res) => {
       calls++;
       if (calls > 1) res.status(201).json({ call: calls });
       // The first call never answers.
@@ -41,9 +41,10 @@ describe("wrapped handlers have a bound", () => {
     const headers = [["Idempotency-Key", key]] as const;
     void send(url, { path: "/never", headers, json: { a: 1 } }).catch(() => undefined);
     for (let i = 0; i < 400 && calls === 0; i++) await new Promise((r) => setTimeout(r, 25));
-    // Poll until the bound has passed and the key is free again (no wall-clock verdict).
+    // Poll until the bound has passed and the key is free again (no wall-clock verdict). The bound is
+    // long enough that the retry's own call, on a loaded machine, still answers within it.
     let answer = await send(url, { path: "/never", headers, json: { a: 1 } });
-    for (let i = 0; i < 200 && answer.status === 409; i++) {
+    for (let i = 0; i < 1_000 && answer.status === 409; i++) {
       await new Promise((r) => setTimeout(r, 50));
       answer = await send(url, { path: "/never", headers, json: { a: 1 } });
     }

@@ -181,6 +181,9 @@ export const PARALLEL_OPTIONS = optionShape({ concurrency: INTEGER });
 /** `.map(name, workflow, inputs, options)`: how many children run at once, and the parent's longest wait. */
 export const MAP_OPTIONS = optionShape({ concurrency: INTEGER, timeoutMs: INTEGER });
 
+/** `.child(name, workflow, input, options)`: the parent's longest wait. */
+export const CHILD_OPTIONS = optionShape({ timeoutMs: INTEGER });
+
 /** `.concurrency(options)`; `max` is range-checked by the builder. */
 export const CONCURRENCY_OPTIONS = optionShape({ key: FUNCTION, max: INTEGER }, ["key", "max"]);
 

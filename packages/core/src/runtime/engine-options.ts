@@ -93,7 +93,7 @@ export interface EngineOptions<DB> extends ListenCheckOptions {
    * one row, refilled on the database clock; give every process the same
    * settings for a name (each takes tokens with its own). A step whose
    * `rateLimit` is not here raises `WorkflowDefinitionError` when this
-   * engine is first given its workflow (Default: none). See docs/limits.md.
+   * engine is first given its workflow, or a parent of it (Default: none). See docs/limits.md.
    *
    * @example
    * ```ts

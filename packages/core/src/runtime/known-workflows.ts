@@ -1,5 +1,5 @@
 import type { Definition } from "../workflow/definition.js";
-import { versionsOf } from "../workflow/versions.js";
+import { versionsOf, withChildWorkflows } from "../workflow/versions.js";
 
 /**
  * Definitions an engine has been given or has run, by name, every deployed
@@ -20,9 +20,20 @@ export class KnownWorkflows {
     this.#byName.set(newest.name, versions);
   }
 
-  /** `remember` for the workflow of a call: nothing to do on the hot path once it is known. */
+  /**
+   * `remember` for the workflow of a call (`runOnce`, `enqueue`): nothing to
+   * do on the hot path once it is known. Its child workflows, at any depth,
+   * are checked first, as `startWorker` checks them, since the workers run
+   * them: a refusal comes before the call writes anything. A child
+   * workflow not known yet by name is remembered with them.
+   */
   rememberCalled(def: Definition): void {
-    if (this.#byName.get(def.name)?.[0] !== def) this.remember(versionsOf(def));
+    if (this.#byName.get(def.name)?.[0] === def) return;
+    const tree = withChildWorkflows(def);
+    tree.delete(def.name);
+    for (const versions of tree.values()) for (const child of versions) this.check(child);
+    this.remember(versionsOf(def));
+    for (const [name, versions] of tree) if (!this.#byName.has(name)) this.#byName.set(name, versions);
   }
 
   /** The known versions of a workflow, newest first; empty when none is known. */

@@ -314,25 +314,35 @@ export async function recordFailure(
  * Delete the claim (`ctx.reject`): only while nothing has committed (no
  * recovery point) and only by its owner, with its history and any signal
  * that arrived early for it (no later run of the key can read them). Refused callers never reach this;
- * only the owner's own reject removes a claim.
+ * only the owner's own reject removes a claim. A child run (of a `.child`
+ * or `.map` item) is never deleted: its parent waits for its answer and no
+ * client retries it, so the caller ends it with the rejection instead.
  *
- * @returns false when the row was not deleted (not the owner, or a recovery point exists).
+ * @returns `deleted`; `child` when the owner's row is a child run (left as it is); `kept` when nothing was
+ * deleted (not the owner, or a recovery point exists).
  */
-export async function deleteClaim(db: Executor, t: Tables, own: Ownership): Promise<boolean> {
-  const { rows } = await sql<{ n: number }>`
+export async function deleteClaim(db: Executor, t: Tables, own: Ownership): Promise<"deleted" | "child" | "kept"> {
+  const { rows } = await sql<{ n: number; child: boolean }>`
     WITH gone AS (
       DELETE FROM ${t.runs}
       WHERE tenant_id = ${own.tenantId} AND key = ${own.key} AND owner_token = ${own.ownerToken}
-        AND status = 'in_flight' AND recovery_point IS NULL
+        AND status = 'in_flight' AND recovery_point IS NULL AND parent_key IS NULL
       RETURNING 1
     ), forget AS (
       DELETE FROM ${t.history} WHERE tenant_id = ${own.tenantId} AND key = ${own.key} AND EXISTS (SELECT 1 FROM gone)
     ), forget_signals AS (
       DELETE FROM ${t.signals} WHERE tenant_id = ${own.tenantId} AND key = ${own.key} AND EXISTS (SELECT 1 FROM gone)
     )
-    SELECT count(*)::int AS n FROM gone
+    SELECT (SELECT count(*) FROM gone)::int AS n,
+           EXISTS (
+             SELECT 1 FROM ${t.runs}
+             WHERE tenant_id = ${own.tenantId} AND key = ${own.key} AND owner_token = ${own.ownerToken}
+               AND status = 'in_flight' AND recovery_point IS NULL AND parent_key IS NOT NULL
+           ) AS child
   `.execute(db);
-  return (rows[0]?.n ?? 0) === 1;
+  const row = rows[0];
+  if ((row?.n ?? 0) === 1) return "deleted";
+  return row?.child === true ? "child" : "kept";
 }
 
 /**

@@ -6,6 +6,7 @@ import { intOption } from "../options/option-checks.js";
 import { childItem } from "./child-builder.js";
 import type { PhaseContext, ResponseSpec, RunInfo, StepContext } from "./context.js";
 import type {
+  ChildOptions,
   ChildResult,
   ConcurrencyOptions,
   Definition,
@@ -275,17 +276,17 @@ export class WorkflowBuilder<DB, In, I, S> {
   }
 
   /**
-   * Start one child run of `wf` (input from `input`) in the transaction of the item's start, keyed from
-   * this run; suspend, holding nothing, until workers completed it; its `{ status, body, outcome }` goes to state.
-   * @example `.child('transfer', transfer, ({ input }) => ({ sellerId: input.sellerId }))`; see docs/fan-out.md.
+   * One child run of `wf` (input from `input`), created with the item's start and keyed from this run; the run waits,
+   * holding nothing, for it (at most `timeoutMs`, {@link ChildOptions}) and puts its `{ status, body, outcome }` in state.
    * @throws WorkflowDefinitionError when `name` is taken, `wf` is not a finished workflow or `input` not a function.
    */
   child<N extends string, CIn, CB>(
     name: N,
     wf: Workflow<CIn, CB>,
     input: (info: RunInfo<I, S>) => CIn | Promise<CIn>,
+    options: ChildOptions = {},
   ): WorkflowBuilder<DB, In, I, Merge<S, { [K in N]: ChildResult<CB> }>> {
-    return this.#add(childItem(this.#name, name, wf as Workflow<unknown, unknown>, input, undefined));
+    return this.#add(childItem(this.#name, "child", name, wf as Workflow<unknown, unknown>, input, options ?? {}));
   }
 
   /**
@@ -301,7 +302,7 @@ export class WorkflowBuilder<DB, In, I, S> {
     inputs: (info: RunInfo<I, S>) => readonly CIn[] | Promise<readonly CIn[]>,
     options: MapOptions = {},
   ): WorkflowBuilder<DB, In, I, Merge<S, { [K in N]: ChildResult<CB>[] }>> {
-    return this.#add(childItem(this.#name, name, wf as Workflow<unknown, unknown>, inputs, options ?? {}));
+    return this.#add(childItem(this.#name, "map", name, wf as Workflow<unknown, unknown>, inputs, options ?? {}));
   }
 
   /**

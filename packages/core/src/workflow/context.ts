@@ -35,7 +35,9 @@ export interface RunControl {
    * nothing is stored, and the client may retry the key at once with
    * corrected input. Only allowed before the first phase or step has
    * committed; later it raises `WorkflowUsageError` and the run stays at its
-   * recovery point.
+   * recovery point. In a child run (of a `.child` or `.map` item), which no
+   * client retries, it ends the child instead: the rejection is stored as
+   * its answer (outcome `failed`) and its parent reads it.
    */
   reject(status: number, body: unknown): never;
 }

@@ -146,15 +146,8 @@ export interface ParallelOptions {
   concurrency?: number;
 }
 
-/** Settings of a `.map` item. */
-export interface MapOptions {
-  /**
-   * How many children may be runnable at once, 1-10 000 (Default: all of
-   * them). The others are created with them but wait, not due, in input
-   * order; each child that completes makes the next one due, in its own
-   * completing transaction.
-   */
-  concurrency?: number;
+/** Settings of a `.child` item. */
+export interface ChildOptions {
   /**
    * The longest the parent waits for its children, in ms from the moment it
    * first reaches the item, on the database clock, 1 to 100 years (Default:
@@ -165,11 +158,23 @@ export interface MapOptions {
   timeoutMs?: number;
 }
 
+/** Settings of a `.map` item: a `.child`'s, and how many children run at once. */
+export interface MapOptions extends ChildOptions {
+  /**
+   * How many children may be runnable at once, 1-10 000 (Default: all of
+   * them). The others are created with them but wait, not due, in input
+   * order; each child that completes makes the next one due, in its own
+   * completing transaction.
+   */
+  concurrency?: number;
+}
+
 /**
  * What a `.child` item (each element of a `.map` item's array) puts in
  * state: the child run's stored response. `B` is the child workflow's body
  * when it succeeded; a failed, errored or canceled child's body is its
- * stored problem or `ctx.fail` body.
+ * stored problem or `ctx.fail` body (or `ctx.reject` body: a child's
+ * reject ends it, outcome `failed`).
  */
 export type ChildResult<B> =
   | { readonly status: number; readonly body: B; readonly outcome: "succeeded" }

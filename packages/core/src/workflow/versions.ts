@@ -185,6 +185,17 @@ function addChildWorkflows(byName: Map<string, Definition[]>): void {
   }
 }
 
+/**
+ * `def`'s own versions (newest first) and, under their names, the child
+ * workflows its `.child` and `.map` items run, theirs in turn: what a
+ * worker given `def` would run.
+ */
+export function withChildWorkflows(def: Definition): Map<string, readonly Definition[]> {
+  const byName = new Map<string, Definition[]>([[def.name, [...versionsOf(def)].sort(newestFirst)]]);
+  addChildWorkflows(byName);
+  return byName;
+}
+
 /** The `.priority` of the newest deployed version of each of `names` (0 when it sets none), in that order. */
 export function prioritiesOf(byName: ReadonlyMap<string, readonly Definition[]>, names: readonly string[]): number[] {
   return names.map((name) => byName.get(name)?.[0]?.options.priority ?? 0);

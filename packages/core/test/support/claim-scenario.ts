@@ -166,7 +166,7 @@ async function execute(db: TestDb, m: Model, key: string, cmd: Command, minted: 
         }),
       );
     case "reject":
-      return bool(await deleteClaim(ex, tables, ownership(m, cmd.actor, key)));
+      return bool((await deleteClaim(ex, tables, ownership(m, cmd.actor, key))) === "deleted");
     case "release":
       return bool((await releaseLease(ex, tables, { tenantId: TENANT, key })) !== null);
     case "expire":

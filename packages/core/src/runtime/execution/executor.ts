@@ -151,27 +151,20 @@ export async function execute(deps: ExecutorDeps, plan: Plan): Promise<RunResult
   } catch (error) {
     const current = ops.current;
     if (error instanceof CrashSignal) throw error;
-    if (error instanceof RejectThrow) return reject(deps, plan, error, recoveryPoint, current);
+    if (error instanceof RejectThrow) {
+      try {
+        return await reject(scope, error, recoveryPoint, current, openStep);
+      } catch (unstored) {
+        // A child's rejection is stored: a body that cannot be stored parks the child, as any value does.
+        if (unstored instanceof UnstorableValueError || unstored instanceof PayloadTooLargeError)
+          return await park(scope, current, openStep, unstored);
+        throw unstored;
+      }
+    }
     if (error instanceof LeaseLostError || error instanceof AttemptTimeoutError) throw lease.lost();
     if (isConnectionLoss(error)) throw unavailable(error, current);
     if (error instanceof UnstorableValueError || error instanceof PayloadTooLargeError) {
-      // No retry can store this value: park the run instead of letting every
-      // retry and resumer repeat the same failure (a poison run).
-      if (current) await recordItemFailure(deps, plan, current, openStep, error);
-      lease.finishing();
-      if (!(await parkOwnRun(deps.db, deps.tables, own, error.message))) throw lease.lost();
-      telemetry.count("parked", { "idempo.workflow": plan.def.name, "idempo.parked.reason": error.code });
-      telemetry.log(
-        "warn",
-        {
-          workflow: plan.def.name,
-          tenantId: own.tenantId,
-          keyHash: keyHash(own.tenantId, own.key),
-          reason: error.message,
-        },
-        "idempo: run parked: a value cannot be stored; fix the code, then unpark it",
-      );
-      throw error;
+      return await park(scope, current, openStep, error);
     }
     if (!(error instanceof IdempoError)) {
       // A zombie's writes can collide with what its successor committed (a unique
@@ -206,13 +199,48 @@ async function recordItemFailure(
   }).catch(() => undefined);
 }
 
+/**
+ * No retry can store this value: park the run instead of letting every
+ * retry and resumer repeat the same failure (a poison run). Rethrows `error`.
+ */
+async function park(
+  { deps, plan, lease }: AttemptScope,
+  current: Item | undefined,
+  openStep: OpenStep,
+  error: UnstorableValueError | PayloadTooLargeError,
+): Promise<never> {
+  const { own } = plan;
+  if (current) await recordItemFailure(deps, plan, current, openStep, error);
+  lease.finishing();
+  if (!(await parkOwnRun(deps.db, deps.tables, own, error.message))) throw lease.lost();
+  deps.telemetry.count("parked", { "idempo.workflow": plan.def.name, "idempo.parked.reason": error.code });
+  deps.telemetry.log(
+    "warn",
+    {
+      workflow: plan.def.name,
+      tenantId: own.tenantId,
+      keyHash: keyHash(own.tenantId, own.key),
+      reason: error.message,
+    },
+    "idempo: run parked: a value cannot be stored; fix the code, then unpark it",
+  );
+  throw error;
+}
+
+/**
+ * `ctx.reject`: delete the claim, so the client may retry at once. A child
+ * run is never deleted (its parent would wait for it for ever, and no
+ * client retries it): it ends with the rejection stored as its answer,
+ * outcome `failed` as a `ctx.fail` would, and its completion wakes the parent.
+ */
 async function reject(
-  deps: ExecutorDeps,
-  plan: Plan,
+  scope: AttemptScope,
   rejection: RejectThrow,
   recoveryPoint: string | null,
   current: Item | undefined,
+  openStep: OpenStep,
 ): Promise<RunResult<unknown>> {
+  const { deps, plan, lease } = scope;
   const where = current ? `${current.kind} '${current.name}'` : "respond";
   // A wait only times out after it suspended, which committed (the caller had its 202).
   if (current?.kind === "wait") {
@@ -231,10 +259,18 @@ async function reject(
   const status = checkStatus(rejection.status, `ctx.reject in ${where}`);
   // Answered, never stored: no bound.
   const body = JSON.parse(bodyText(rejection.body, `ctx.reject in ${where}`, Number.POSITIVE_INFINITY)) as JsonValue;
-  if (!(await deleteClaim(deps.db, deps.tables, plan.own))) {
-    throw new LeaseLostError(plan.own.tenantId, plan.own.key, "ctx.reject");
-  }
-  return { status, body, replayed: false, outcome: "rejected" };
+  const deleted = await deleteClaim(deps.db, deps.tables, plan.own);
+  if (deleted === "kept") throw new LeaseLostError(plan.own.tenantId, plan.own.key, "ctx.reject");
+  if (deleted === "deleted") return { status, body, replayed: false, outcome: "rejected" };
+  const response: StoredResponse = {
+    outcome: "failed",
+    status,
+    body: bodyText(rejection.body, `ctx.reject in ${where} of a child run`, deps.maxPayloadBytes),
+  };
+  if (current) await recordItemFailure(deps, plan, current, openStep, `ctx.reject(${status})`);
+  lease.finishing();
+  if (!(await completeRun(deps.db, deps.tables, plan.own, response))) throw lease.lost();
+  return resultOf(response, false);
 }
 
 async function storeUnknownError(deps: ExecutorDeps, plan: Plan, lease: LeaseKeeper): Promise<RunResult<unknown>> {

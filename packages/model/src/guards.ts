@@ -358,6 +358,37 @@ export const GUARDS: readonly GuardRow[] = [
     ],
   },
   {
+    // The model's slot commit (0022) stands for every write that re-arms the lease or completes (0024).
+    transition: "slot: a branch's record, only while the slot is its own",
+    file: FUNCTIONS,
+    fn: "record_branch_result",
+    patterns: [
+      `AND ${SQL_FENCE} AND (concurrency_key IS NULL OR slot_commit_allowed(tenant_id, key, owner_token, concurrency_key, locked_until)); IF NOT FOUND THEN RETURN false;`,
+    ],
+  },
+  {
+    transition: "slot: an owner's completion, only while the slot is its own",
+    file: FUNCTIONS,
+    fn: "mark_completed",
+    patterns: [
+      "AND (p_cancel OR concurrency_key IS NULL OR slot_commit_allowed(tenant_id, key, owner_token, concurrency_key, locked_until))",
+    ],
+  },
+  {
+    transition: "slot: the move past a waited item, only while the slot is its own",
+    file: "store/progress.ts",
+    fn: "advancePastWaitedItem",
+    patterns: [`${FENCE} AND @{slotFence(t)}`],
+  },
+  {
+    transition: "slot: the fence of the store's own writes",
+    file: "store/progress.ts",
+    fn: "slotFence",
+    patterns: [
+      "(concurrency_key IS NULL OR @{t.slotCommitAllowed}(tenant_id, key, owner_token, concurrency_key, locked_until))",
+    ],
+  },
+  {
     transition: "slot: a run over its limit is not taken until a slot frees",
     file: "store/due-runs.ts",
     fn: "selectDueRuns",

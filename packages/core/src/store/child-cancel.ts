@@ -37,10 +37,11 @@ export const PARENT_ENDED: StoredResponse = Object.freeze({
 });
 
 /**
- * The completion written to each canceled child: what `mark_completed`
- * writes for a cancel, in one UPDATE over all of them, so every child row
- * is locked (in index order) before any completion trigger locks the
- * parent's.
+ * The completion written to each orphaned child the sweeper cancels: what
+ * `mark_completed` writes for a cancel (and `cancel_children` of migration
+ * 0024 for a parent's children), in one UPDATE over all of them, so every
+ * child row is locked (in key order) before any completion trigger locks
+ * the parent's.
  */
 function cancelAll(t: Tables, doomed: ReturnType<typeof sql>, response: StoredResponse) {
   return sql`
@@ -67,7 +68,10 @@ const CANCEL_TRIES = 5;
  * Cancel the children of the parent `(tenantId, key, runId)` that have not
  * completed (of every item, and their own children, at any depth), with
  * `response` (outcome `canceled`). In flight ones lose their owner as by
- * `engine.cancel`: their next write is refused.
+ * `engine.cancel`: their next write is refused. The children, theirs in
+ * turn, and so on: a canceled child's own children have no one left to
+ * wait for them. Every child row is locked, in key order, before any
+ * completion trigger locks its parent's.
  *
  * A deadlock or serialization failure rolls the statement back whole; it
  * is run again, up to {@link CANCEL_TRIES} times in all, before the error
@@ -81,19 +85,10 @@ export async function cancelChildren(
   parent: { readonly tenantId: string; readonly key: string; readonly runId: string },
   response: StoredResponse,
 ): Promise<number> {
-  // The children, theirs in turn, and so on: a canceled child's own children have no one left to wait for them.
-  const doomed = sql`WITH RECURSIVE tree AS (
-      SELECT tenant_id, key, run_id FROM ${t.runs}
-      WHERE tenant_id = ${parent.tenantId} AND parent_key = ${parent.key} AND parent_run_id = ${parent.runId}
-      UNION
-      SELECT c.tenant_id, c.key, c.run_id FROM ${t.runs} c
-      JOIN tree ON c.tenant_id = tree.tenant_id AND c.parent_key = tree.key AND c.parent_run_id = tree.run_id
-    )
-    SELECT r.tenant_id, r.key FROM ${t.runs} r JOIN tree USING (tenant_id, key)
-    WHERE r.status <> 'completed'
-    ORDER BY r.key FOR UPDATE OF r`;
+  // The statement is the function cancel_children of migration 0024, which the SQL interface's cancel() calls too.
   const statement = sql<{ n: number }>`/* idempo:cancel_children */
-    WITH ${cancelAll(t, doomed, response)}
+    SELECT ${sql.id(t.schema, "cancel_children")}(${parent.tenantId}, ${parent.key}, ${parent.runId},
+      ${response.outcome}, ${response.status}::integer, ${response.body}::json) AS n
   `;
   for (let tries = 1; ; tries++) {
     try {

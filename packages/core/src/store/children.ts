@@ -15,7 +15,7 @@
 import { newId } from "../ids.js";
 import { DUE_CHANNEL } from "./notify-channels.js";
 import type { Advance } from "./progress.js";
-import { advancePastWaitedItem, markCompleted } from "./progress.js";
+import { advancePastWaitedItem, markCompleted, slotFence } from "./progress.js";
 import type { Executor, Ownership, RunOutcome, RunStatus, StoredResponse, Tables } from "./run-store.js";
 import { leaseInterval } from "./run-store.js";
 import { sql } from "./sql.js";
@@ -203,7 +203,8 @@ async function dropEarlierChildren(tx: Executor, t: Tables, own: Ownership, keys
  * (set when it first suspends on the item and kept after, so restarts
  * never extend it; none without `timeoutMs`) or when the last child's
  * completion makes it due. The recovery point stays before the item, which
- * runs again when the parent is taken.
+ * runs again when the parent is taken. Fenced by the owner token and the
+ * slot ({@link slotFence}): a refusal rolls the new children back with it.
  *
  * @returns false when the attempt no longer owns the key.
  */
@@ -222,6 +223,7 @@ export async function suspendForChildren(
         wake_at = CASE WHEN wait_kind = 'children' AND wait_name = ${wait.item} THEN wait_until ELSE ${deadline} END,
         wait_kind = 'children', wait_name = ${wait.item}, updated_at = clock_timestamp()
     WHERE tenant_id = ${own.tenantId} AND key = ${own.key} AND owner_token = ${own.ownerToken} AND status = 'in_flight'
+      AND ${slotFence(t)}
     RETURNING 1
   `.execute(tx);
   return rows.length === 1;

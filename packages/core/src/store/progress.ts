@@ -41,6 +41,24 @@ export function markCompleted(
     ${last?.name ?? null}::text, ${last?.state ?? null}::json, ${last?.pastWait ?? false})`;
 }
 
+/**
+ * The slot fence of a write of the run's own row, beside its owner-token
+ * fence (`WHERE ... AND ${slotFence(t)}`): a run under a concurrency limit
+ * writes only while `slot_commit_allowed` (migration 0022) says its slot is
+ * still its own (locked FOR KEY SHARE until the commit), or, with no slot
+ * naming it, while its lease is live. Race closed: a holder paused past
+ * its lease whose slot another attempt took re-arming its lease beside the
+ * new holder (one more than `max`), or committing on after it. Used by
+ * the writes that re-arm the lease or commit progress outside the
+ * statement functions (the moves past a waited item, a sleep, the
+ * suspension on new children); those that only give the run up (a wait
+ * for a signal or a rate token) need none.
+ */
+export function slotFence(t: Tables): Sql {
+  return sql`(concurrency_key IS NULL
+    OR ${t.slotCommitAllowed}(tenant_id, key, owner_token, concurrency_key, locked_until))`;
+}
+
 /** The first three arguments of every statement function a run's owner calls: the attempt's fence. */
 function fenceOf(own: Ownership): [string, string, string] {
   return [own.tenantId, own.key, own.ownerToken];
@@ -71,7 +89,8 @@ function advanceArgs(adv: Advance): [string, number, string | null, number | nul
 
 /**
  * The fenced move past an item the run waited at (a `.waitFor`, a `.child`
- * or `.map`) and the close of its history entry, as the CTEs of a
+ * or `.map`) and the close of its history entry (fenced by the owner token
+ * and, for a run under a concurrency limit, its slot: {@link slotFence}), as the CTEs of a
  * statement's WITH: `advanced` yields the run's `tenant_id` when it moved
  * (the item became the recovery point with `adv.state`, the wait was
  * cleared and the lease extended, or, when the item is the run's last, the
@@ -79,7 +98,7 @@ function advanceArgs(adv: Advance): [string, number, string | null, number | nul
  * open entry of `kind` was closed as succeeded, which it is only then.
  */
 export function advancePastWaitedItem(t: Tables, own: Ownership, kind: string, adv: Advance): Sql {
-  // The run's last item completes it: mark_completed of migration 0014, the statement every completion shares.
+  // The run's last item completes it: mark_completed (0014, slot-fenced since 0024), which every completion shares.
   const moved = adv.response
     ? sql`SELECT tenant_id FROM ${markCompleted(t, own.tenantId, own.key, own, adv.response, {
         name: adv.name,
@@ -91,7 +110,7 @@ export function advancePastWaitedItem(t: Tables, own: Ownership, kind: string, a
           wait_kind = NULL, wait_name = NULL, wake_at = NULL, wait_until = NULL,
           locked_until = clock_timestamp() + ${leaseInterval(adv.leaseMs)}
       WHERE tenant_id = ${own.tenantId} AND key = ${own.key}
-        AND owner_token = ${own.ownerToken} AND status = 'in_flight'
+        AND owner_token = ${own.ownerToken} AND status = 'in_flight' AND ${slotFence(t)}
       RETURNING tenant_id`;
   return sql`advanced AS (
       ${moved}

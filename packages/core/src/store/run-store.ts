@@ -25,6 +25,8 @@ export interface Tables {
   readonly keyDigest: Sql;
   /** The function that completes a run (migration 0014); see `markCompleted` in progress.ts. */
   readonly markCompleted: Sql;
+  /** The slot fence of a run under a concurrency limit (migration 0022); see `slotFence` in progress.ts. */
+  readonly slotCommitAllowed: Sql;
   /** The calls of the statement functions in this schema. */
   readonly calls: StatementCalls;
 }
@@ -47,6 +49,7 @@ export function tablesIn(schema: string, prepare = true, refusedRetryMs = 0): Ta
     workflowVersions: sql.id(schema, "workflow_versions"),
     keyDigest: sql.id(schema, "key_digest"),
     markCompleted: sql.id(schema, "mark_completed"),
+    slotCommitAllowed: sql.id(schema, "slot_commit_allowed"),
   };
 }
 

@@ -8,7 +8,7 @@
 import { newId } from "../ids.js";
 import { DUE_CHANNEL } from "./notify-channels.js";
 import type { Advance } from "./progress.js";
-import { advancePastWaitedItem } from "./progress.js";
+import { advancePastWaitedItem, slotFence } from "./progress.js";
 import type { Executor, Ownership, Tables } from "./run-store.js";
 import { leaseInterval } from "./run-store.js";
 import { TIMED_OUT } from "./signals.js";
@@ -27,7 +27,8 @@ export interface SleepCommit {
  * look at the next wake-up time again.
  *
  * Race closed: a zombie suspending a run its successor owns. Fenced on the
- * owner token: it matches nothing and learns it lost the lease.
+ * owner token (and a run under a limit on its slot, {@link slotFence}): it
+ * matches nothing and learns it lost the lease.
  *
  * @returns the wake-up time, or null when the attempt no longer owns the key.
  */
@@ -39,7 +40,7 @@ export async function suspendForSleep(db: Executor, t: Tables, own: Ownership, s
           wake_at = clock_timestamp() + ${leaseInterval(s.ms)}, wait_kind = 'sleep', wait_name = ${s.name},
           durable = true, updated_at = clock_timestamp()
       WHERE tenant_id = ${own.tenantId} AND key = ${own.key}
-        AND owner_token = ${own.ownerToken} AND status = 'in_flight'
+        AND owner_token = ${own.ownerToken} AND status = 'in_flight' AND ${slotFence(t)}
       RETURNING workflow, wake_at
     ), logged AS (
       INSERT INTO ${t.history} (tenant_id, key, run_id, entry_id, kind, name, attempt, outcome, started_at)

@@ -8,11 +8,12 @@ export type TestDatabase = ClonedDatabase;
 /**
  * Give this test file its own database cloned from the migrated template,
  * with the `orders` table. Kept (and its name printed) when a test fails,
- * dropped otherwise.
+ * dropped otherwise; `name` is the prefix of its name (Default: "idempo_t").
  */
-export function useTestDatabase(options: { pool?: number } = {}): TestDatabase {
-  return useClonedDatabase("idempo_t", {
-    ...options,
+export function useTestDatabase(options: { pool?: number; name?: string } = {}): TestDatabase {
+  const { name = "idempo_t", ...rest } = options;
+  return useClonedDatabase(name, {
+    ...rest,
     prepare: async (db) => {
       await sql.raw(ORDERS_DDL).execute(db);
     },

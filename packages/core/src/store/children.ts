@@ -216,7 +216,7 @@ export async function suspendForChildren(
 ): Promise<boolean> {
   const deadline =
     wait.timeoutMs === null ? sql`NULL::timestamptz` : sql`clock_timestamp() + ${leaseInterval(wait.timeoutMs)}`;
-  const { rows } = await sql`/* idempo:children_wait */
+  return sql`/* idempo:children_wait */
     UPDATE ${t.runs}
     SET status = 'suspended', owner_token = NULL, locked_until = NULL, durable = true,
         wait_until = CASE WHEN wait_kind = 'children' AND wait_name = ${wait.item} THEN wait_until ELSE ${deadline} END,
@@ -225,8 +225,7 @@ export async function suspendForChildren(
     WHERE tenant_id = ${own.tenantId} AND key = ${own.key} AND owner_token = ${own.ownerToken} AND status = 'in_flight'
       AND ${slotFence(t)}
     RETURNING 1
-  `.execute(tx);
-  return rows.length === 1;
+  `.wroteOne(tx);
 }
 
 /**

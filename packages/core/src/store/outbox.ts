@@ -154,12 +154,11 @@ function stillClaimed(m: ClaimedMessage): Sql {
 
 /** Mark delivered, only if this relay's claim (its attempt number) still holds. */
 export async function markDelivered(db: Executor, t: Tables, m: ClaimedMessage): Promise<boolean> {
-  const { rows } = await sql`
+  return sql`
     UPDATE ${t.outbox} SET status = 'delivered', delivered_at = clock_timestamp(), locked_until = NULL, last_error = NULL
     WHERE ${stillClaimed(m)}
     RETURNING 1
-  `.execute(db);
-  return rows.length === 1;
+  `.wroteOne(db);
 }
 
 /** Record a failed attempt: retry after `retryInMs`, or dead-letter when `dead`. */

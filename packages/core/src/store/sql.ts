@@ -24,6 +24,14 @@ export class Sql<R = unknown> {
     const text = spliced(this, values);
     return { rows: await db.query<R>(text, values) };
   }
+
+  /**
+   * Run a fenced write of one row (`... RETURNING 1`) on `db`.
+   * @returns true when it wrote the row, false when its fence refused it.
+   */
+  async wroteOne(db: Executor): Promise<boolean> {
+    return (await this.execute(db)).rows.length === 1;
+  }
 }
 
 function spliced(fragment: Sql<unknown>, values: unknown[]): string {

@@ -49,7 +49,8 @@ for (const file of reports) {
         .join("\n  ");
       failures.push(`${where} > ${test.fullName ?? test.title}\n  ${message.slice(0, MAX_MESSAGE)}`);
     }
-    if ((suite.assertionResults ?? []).length === 0 && suite.status === "failed") {
+    const failedTests = (suite.assertionResults ?? []).filter((test) => test.status === "failed").length;
+    if (failedTests === 0 && suite.status === "failed") {
       failures.push(`${where}: ${String(suite.message ?? "failed to run").slice(0, MAX_MESSAGE)}`);
     }
   }

@@ -2,7 +2,8 @@ import { readFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { describe, expect, it } from "vitest";
-import { GUARDS, missingPatterns } from "../src/guards.ts";
+import { missingPatterns } from "../src/guard-match.ts";
+import { GUARDS } from "../src/guards.ts";
 
 const coreSrc = join(dirname(fileURLToPath(import.meta.url)), "..", "..", "core", "src");
 const source = (file: string) => readFileSync(join(coreSrc, file), "utf8");

@@ -74,7 +74,7 @@ beforeAll(async () => {
     INSERT INTO idempo.tombstones (completed_at, expired_at, kept_until, tenant_id, key_digest, workflow, outcome,
                                    fingerprint)
     SELECT now() - interval '2 days', now() - interval '1 day',
-           CASE WHEN g <= ${BURIED_PAST} THEN now() - interval '1 minute' ELSE now() + g * interval '1 second' END,
+           CASE WHEN g <= ${BURIED_PAST} THEN now() - interval '1 minute' ELSE now() + interval '1 hour' + g * interval '1 second' END,
            't' || (g % 100), idempo.key_digest('gone' || g), 'w' || (g % 5), 'succeeded', sha256(int4send(g))
     FROM generate_series(1, ${TOMBSTONES}) g
   `.execute(seed);
@@ -221,7 +221,7 @@ describe("maintenance statements are driven by an index, not a sequential scan",
                                status, retention_ms, wake_at, wait_kind, wait_name, priority)
       SELECT 't' || (g % 100), 'sleep' || g, 'sr' || g, 'w' || (g % 5), '["sleep:a"]', 'h', 'f', '{}', 'suspended',
              86400000,
-             CASE WHEN g <= 6 THEN now() - interval '1 second' ELSE now() + g * interval '1 second' END,
+             CASE WHEN g <= 6 THEN now() - interval '1 second' ELSE now() + interval '1 hour' + g * interval '1 second' END,
              'sleep', 'a', CASE WHEN g % 10 = 0 THEN g % 7 END
       FROM generate_series(1, 30000) g`.execute(t.db);
     await sql`VACUUM ANALYZE idempo.runs`.execute(t.db);
@@ -245,7 +245,7 @@ describe("maintenance statements are driven by an index, not a sequential scan",
     await sql`
       INSERT INTO idempo.schedules (name, tenant_id, workflow, cron, timezone, catch_up, grace_ms, has_input, next_tick_at)
       SELECT 's' || g, 't' || (g % 100), 'w' || (g % 5), '0 * * * *', 'UTC', 'latest', 60000, g % 2 = 0,
-             CASE WHEN g <= 5 THEN now() - interval '1 second' ELSE now() + g * interval '1 second' END
+             CASE WHEN g <= 5 THEN now() - interval '1 second' ELSE now() + interval '1 hour' + g * interval '1 second' END
       FROM generate_series(1, 20000) g`.execute(t.db);
     await sql`VACUUM ANALYZE idempo.schedules`.execute(t.db);
     const filter = { registered: [{ name: "s2", workflow: "w2", hasInput: true }], workflows: ["w1", "w3"] };

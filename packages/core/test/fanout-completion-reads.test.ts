@@ -41,7 +41,11 @@ async function complete(key: string): Promise<{ advanced: boolean; scans: number
       "SELECT status FROM idempo.runs WHERE tenant_id = 'fcr' AND key = $1",
       [key],
     );
-    return { advanced: rows[0]?.advanced ?? false, scans: Number(stats[0]?.scans ?? 0), status: after[0]?.status ?? "" };
+    return {
+      advanced: rows[0]?.advanced ?? false,
+      scans: Number(stats[0]?.scans ?? 0),
+      status: after[0]?.status ?? "",
+    };
   } finally {
     await client.end();
   }

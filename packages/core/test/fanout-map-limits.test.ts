@@ -8,7 +8,7 @@
 import { sql } from "kysely";
 import { describe, expect, it } from "vitest";
 import { useClonedDatabase } from "../../testkit/src/index.ts";
-import { createEngine, IdempoError, UnstorableValueError, workflow } from "../src/index.ts";
+import { createEngine, type IdempoError, UnstorableValueError, workflow } from "../src/index.ts";
 import { childCount } from "./support/fanout.ts";
 
 const t = useClonedDatabase("idempo_fanout_map_limits", { pool: 4 });

@@ -15,8 +15,8 @@ import { newId } from "../../ids.js";
 import { canonicalJson, fingerprintOf } from "../../json/fingerprint.js";
 import type { JsonObject, JsonValue } from "../../json/json-value.js";
 import { checkPayloadSize } from "../../json/payload-size.js";
-import { MAX_CHILDREN } from "../../options/limits.js";
 import { deriveChildKey } from "../../keys/derived-key.js";
+import { MAX_CHILDREN } from "../../options/limits.js";
 import { cancelChildren, PARENT_ENDED } from "../../store/child-cancel.js";
 import type { ChildRow, ChildrenStart, ParentItem } from "../../store/children.js";
 import {

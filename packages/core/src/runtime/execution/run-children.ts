@@ -8,7 +8,9 @@
  * parent reaches the item once more, finds every child completed and moves
  * past it with their responses, in input order. Past `timeoutMs` the item
  * fails for good: the parent completes with a stored 408, then its
- * children that have not completed are canceled.
+ * children that have not completed are canceled. The user's callbacks
+ * (`inputs`, `accepted`, `respond`) all run before the parent's row is
+ * locked, so an operator's cancel never waits for them.
  */
 import { InputValidationError, UnstorableValueError, WorkflowUsageError } from "../../errors.js";
 import { newId } from "../../ids.js";

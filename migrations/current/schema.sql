@@ -654,11 +654,12 @@ $$;
 -- completion, renewal (0008, 0013, 0014, 0019)
 -- ---------------------------------------------------------------------------
 
--- A commit's write of the run (0014, 0022): the recovery point, the state
--- and the lease extended, or the run completed when the item is its last.
--- Fenced in both branches (the owner token, and for a run under a
--- concurrency limit its slot: slot_commit_allowed); shared by commit_phase
--- and record_step_result.
+-- A commit's write of the run (0014, 0022, 0025): the recovery point, the
+-- state and the lease extended, or the run completed when the item is its
+-- last. Fenced in both branches (the owner token, and for a run under a
+-- concurrency limit its slot: slot_commit_allowed, asked in the completing
+-- branch by mark_completed itself); shared by commit_phase and
+-- record_step_result.
 CREATE OR REPLACE FUNCTION advance_run(
   p_tenant_id text, p_key text, p_owner_token text, p_name text, p_state json, p_lease_ms float8,
   p_outcome text, p_response_status integer, p_response_body json
@@ -673,14 +674,6 @@ BEGIN
       AND (concurrency_key IS NULL
            OR slot_commit_allowed(tenant_id, key, owner_token, concurrency_key, locked_until));
   ELSE
-    IF EXISTS (
-      SELECT 1 FROM runs
-      WHERE tenant_id = p_tenant_id AND key = p_key AND owner_token = p_owner_token AND status = 'in_flight'
-        AND concurrency_key IS NOT NULL
-        AND NOT slot_commit_allowed(tenant_id, key, owner_token, concurrency_key, locked_until)
-    ) THEN
-      RETURN false;
-    END IF;
     PERFORM 1 FROM mark_completed(p_tenant_id, p_key, p_owner_token, false,
                                   p_outcome, p_response_status, p_response_body, p_name, p_state, false);
   END IF;
@@ -1672,16 +1665,19 @@ BEGIN
 END
 $$;
 
--- engine.cancel (0017, 0024): finish a run that is in flight, suspended or parked with a
--- stored answer (outcome 'canceled'; default 409 with the problem body the
--- engine stores, code run_canceled), through mark_completed as every
--- completion, and cancel its children that have not completed, and theirs
--- in turn (cancel_children, with the answer engine.cancel gives them); a
--- live owner's next write fails. The children are canceled first, in one
--- transaction with the parent: a child's completion locks its own row,
--- then its parent's, and this takes them in the same order; a deadlock
--- with a completing child's lock of a queued sibling runs the children's
--- cancel again (up to 5 times), as engine.cancel does. Returns the
+-- engine.cancel (0017, 0024, 0025): finish a run that is in flight,
+-- suspended or parked with a stored answer (outcome 'canceled'; default 409
+-- with the problem body the engine stores, code run_canceled), through
+-- mark_completed as every completion, and cancel its children that have
+-- not completed, and theirs in turn (cancel_children, with the answer
+-- engine.cancel gives them); a live owner's next write fails. The children
+-- are canceled first, in one transaction with the parent: a child's
+-- completion locks its own row, then its parent's, and this takes them in
+-- the same order. Then the parent, whose row lock waits for a child start
+-- in progress (it holds the parent's row from its first statement); the
+-- children that start committed are canceled next, and no later start
+-- finds the parent in flight. A deadlock with a completing child runs the
+-- whole cancel again (up to 5 times), as engine.cancel does. Returns the
 -- record as inspect shows it. run_state (IP008) for a completed run,
 -- run_not_found (IP007) for an absent key; either leaves every child as it was.
 CREATE OR REPLACE FUNCTION cancel(
@@ -1697,6 +1693,8 @@ DECLARE
   v_found record;
   v_run_id text;
   v_try integer;
+  v_done boolean := false;
+  v_child_body json := '{"type":"about:blank","title":"Canceled","status":409,"code":"run_canceled","detail":"the parent run ended before this child completed"}';
 BEGIN
   PERFORM check_run_key(v_tenant_id, v_key);
   IF v_status IS NULL OR v_status < 100 OR v_status > 599 THEN
@@ -1716,8 +1714,15 @@ BEGIN
     -- side, woken by the rollback, gets them, and meet it again.
     FOR v_try IN 1..5 LOOP
       BEGIN
-        PERFORM cancel_children(v_tenant_id, v_key, v_run_id, 'canceled', 409,
-          '{"type":"about:blank","title":"Canceled","status":409,"code":"run_canceled","detail":"the parent run ended before this child completed"}'::json);
+        v_done := false;
+        PERFORM cancel_children(v_tenant_id, v_key, v_run_id, 'canceled', 409, v_child_body);
+        PERFORM 1 FROM mark_completed(v_tenant_id, v_key, NULL, true, 'canceled', v_status, v_text::json,
+                                      NULL, NULL, false);
+        v_done := FOUND;
+        IF v_done THEN
+          -- Children a start committed while this waited for the parent's row.
+          PERFORM cancel_children(v_tenant_id, v_key, v_run_id, 'canceled', 409, v_child_body);
+        END IF;
         EXIT;
       EXCEPTION WHEN deadlock_detected OR serialization_failure THEN
         IF v_try = 5 THEN
@@ -1727,8 +1732,7 @@ BEGIN
       END;
     END LOOP;
   END IF;
-  PERFORM 1 FROM mark_completed(v_tenant_id, v_key, NULL, true, 'canceled', v_status, v_text::json, NULL, NULL, false);
-  IF NOT FOUND THEN
+  IF NOT v_done THEN
     SELECT r.status, r.outcome INTO v_found FROM runs r WHERE r.tenant_id = v_tenant_id AND r.key = v_key;
     IF NOT FOUND THEN
       PERFORM raise_error('IP007', 'run_not_found', 'no record for ' || key_name(v_tenant_id, v_key));

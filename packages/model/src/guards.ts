@@ -131,10 +131,10 @@ export const GUARDS: readonly GuardRow[] = [
     file: FUNCTIONS,
     fn: "advance_run",
     // Both branches (lease extended, run completed) carry the fence; a run
-    // under a concurrency limit is fenced by its slot too (0022).
+    // under a concurrency limit is fenced by its slot too (0022), in the
+    // completing branch by mark_completed itself (0024, 0025: its own row below).
     patterns: [
-      `AND ${SQL_FENCE} AND (concurrency_key IS NULL OR slot_commit_allowed(tenant_id, key, owner_token, concurrency_key, locked_until)); ELSE`,
-      "AND NOT slot_commit_allowed(tenant_id, key, owner_token, concurrency_key, locked_until) ) THEN RETURN false;",
+      `AND ${SQL_FENCE} AND (concurrency_key IS NULL OR slot_commit_allowed(tenant_id, key, owner_token, concurrency_key, locked_until)); ELSE PERFORM 1 FROM mark_completed(`,
       `${OWNER_COMPLETION} p_outcome, p_response_status, p_response_body, p_name, p_state, false); END IF`,
       "recovery_point = p_name",
       "RETURN FOUND",

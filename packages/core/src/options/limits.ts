@@ -14,3 +14,9 @@ export const MAX_STORED_MS = 100 * 365 * 24 * 60 * 60 * 1000;
 
 /** The largest priority (`.priority`, enqueue's `priority`), and minus it the smallest: PostgreSQL's integer. */
 export const MAX_PRIORITY = 2_147_483_647;
+
+/**
+ * The most children one `.map` item may start (and its largest
+ * `concurrency`): inputs over it park the parent before any child is written.
+ */
+export const MAX_CHILDREN = 10_000;

@@ -59,6 +59,8 @@ export interface ChildrenStart {
   readonly workflowVersion: number;
   readonly retentionMs: number;
   readonly tombstoneMs: number;
+  /** The child workflow's `.priority`, stored as `enqueue` stores it (null: none set). */
+  readonly priority: number | null;
   /** How many of them are due at once (by index); the others are queued. */
   readonly runnable: number;
   readonly children: readonly NewChild[];
@@ -144,14 +146,15 @@ export async function startChildren(
       INSERT INTO ${t.runs} (tenant_id, key, run_id, workflow, definition, definition_hash, fingerprint, input,
                              parsed_input_hash, status, owner_token, locked_until, attempt, retention_ms,
                              tombstone_ms, wake_at, wait_kind, wait_name, durable, workflow_version, parent_key,
-                             parent_run_id, parent_item, child_index)
+                             parent_run_id, parent_item, child_index, priority)
       SELECT ${own.tenantId}, n.key, n.run_id, ${s.workflow}, ${JSON.stringify(s.outline)}::json,
              ${s.definitionHash}, n.fingerprint, n.input::json, n.parsed_input_hash, 'suspended', NULL, NULL, 0,
              ${s.retentionMs}, ${s.tombstoneMs},
              CASE WHEN n.idx - 1 < ${s.runnable} THEN clock_timestamp() END,
              CASE WHEN n.idx - 1 < ${s.runnable} THEN NULL ELSE 'queued' END,
              CASE WHEN n.idx - 1 < ${s.runnable} THEN NULL ELSE ${item} END,
-             true, ${s.workflowVersion}, ${own.key}, ${own.runId}, ${item}, (n.idx - 1)::int
+             true, ${s.workflowVersion}, ${own.key}, ${own.runId}, ${item}, (n.idx - 1)::int,
+             ${s.priority}::int
       FROM unnest(${sql.val(c.map((x) => x.key))}::text[], ${sql.val(c.map((x) => x.runId))}::text[],
                   ${sql.val(c.map((x) => x.fingerprint))}::text[], ${sql.val(c.map((x) => x.input))}::text[],
                   ${sql.val(c.map((x) => x.parsedInputHash))}::text[])

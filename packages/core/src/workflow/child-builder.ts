@@ -1,14 +1,11 @@
 /** The items `.child` and `.map` add: child runs of another workflow, started by the parent, which waits for them. */
 import { WorkflowDefinitionError } from "../errors.js";
 import { CHILD_OPTIONS, MAP_OPTIONS } from "../options/known-options.js";
-import { MAX_STORED_MS } from "../options/limits.js";
+import { MAX_CHILDREN, MAX_STORED_MS } from "../options/limits.js";
 import { intOption } from "../options/option-checks.js";
 import { checkOptions } from "../options/option-shape.js";
 import type { ChildOptions, ChildrenItem, Definition, Item, MapOptions, Workflow } from "./definition.js";
 import { checkName } from "./item-checks.js";
-
-/** The most children one `.map` item may start (and its largest `concurrency`). */
-const MAX_CHILDREN = 10_000;
 
 /**
  * The item `.child(name, wf, input, options)` or `.map(name, wf, inputs,

@@ -221,7 +221,11 @@ class KyselyLayer implements DataLayer<KyselyTransaction<unknown>> {
  * `tx` (a Kysely `Transaction<DB>`). Any dialect works; on Kysely's
  * `PostgresDialect` the engine's hot-path statements go as prepared
  * statements (see `createEngine`'s `preparedStatements`). The engine's
- * statements skip the instance's plugins and are seen by its `log`.
+ * statements go straight to the connection Kysely's driver hands out
+ * (without its executor or the instance's plugins) and are seen by its
+ * `log`; on node-postgres they are read with node-postgres' default parsers
+ * (`pg.types`), so a pool's own `types` change only what the application's
+ * queries read.
  *
  * @example
  * ```ts

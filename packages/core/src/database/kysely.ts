@@ -9,14 +9,16 @@
  * A phase's `tx` is a Kysely `Transaction` with the plugins, on the
  * connection the engine's statements of that phase use; its transaction
  * begins on its first statement (`lazy-begin.ts`). On node-postgres the
- * engine's statements go as query configs (`statement-config.ts`): its fixed
- * ones prepared, and every one read with node-postgres' default parsers
- * rather than the pool's `types`. Kysely's classes (and on node-postgres,
+ * engine's statements go as queries of its own (`engine-query.ts`): its fixed
+ * ones prepared, and every one read as text with node-postgres' default
+ * parsers whatever the pool's `types` and `binary`. Kysely's classes (and on node-postgres,
  * pg's parsers) are loaded when the data layer is first used, so nothing
  * imports Kysely for an application that uses another.
  */
 import { isConnectionLoss, markAlone, markUnsent } from "./connection-failures.js";
 import type { DataLayer, SqlSession, TransactionOptions } from "./data-layer.js";
+import type { EngineQueries, PgModule } from "./engine-query.js";
+import { engineQueries } from "./engine-query.js";
 import type {
   KyselyConnection,
   KyselyDatabase,
@@ -26,7 +28,6 @@ import type {
 } from "./kysely-types.js";
 import { LazyBegin } from "./lazy-begin.js";
 import { isSingleBackend } from "./single-backend.js";
-import { StatementConfig } from "./statement-config.js";
 
 // biome-ignore lint/suspicious/noExplicitAny: the engine's statements are schema-agnostic
 type AnyKysely = KyselyDatabase<any>;
@@ -36,19 +37,19 @@ type Executor = ReturnType<AnyKysely["getExecutor"]>;
 const NODE_POSTGRES_CONNECTION = "PostgresConnection";
 
 let loading: Promise<KyselyModule> | undefined;
-let loadingParsers: Promise<unknown> | undefined;
+let loadingPg: Promise<EngineQueries | undefined> | undefined;
 
 /**
- * node-postgres' own parsers (`pg.types`), which the engine reads its rows
- * with; undefined where pg cannot be loaded from here (the rows are then
- * read with the pool's parsers, as the application set them).
+ * How the engine's queries are made on node-postgres (`engine-query.ts`);
+ * undefined where pg cannot be loaded from here (its statements then go as
+ * plain text, read with the pool's parsers).
  */
-function defaultParsers(): Promise<unknown> {
-  loadingParsers ??= import("pg").then(
-    (pg) => (pg as { default?: { types?: unknown } }).default?.types,
+function pgQueries(): Promise<EngineQueries | undefined> {
+  loadingPg ??= import("pg").then(
+    (pg) => engineQueries((pg as unknown as { default: PgModule }).default),
     () => undefined,
   );
-  return loadingParsers;
+  return loadingPg;
 }
 
 function unsupported(what: string): never {
@@ -76,9 +77,8 @@ class KyselyLayer implements DataLayer<KyselyTransaction<unknown>> {
   /** Whether connections are node-postgres' (names go through); undefined until one was seen. */
   #nodePostgres: boolean | undefined;
   #probing: Promise<boolean> | undefined;
-  /** On node-postgres: the parsers the engine's rows are read with (see {@link defaultParsers}). */
-  #parsers: unknown;
-  readonly #named = new Map<string, StatementConfig>();
+  /** On node-postgres: how the engine's queries are made (see {@link pgQueries}). */
+  #queries: EngineQueries | undefined;
 
   constructor(db: AnyKysely) {
     this.#app = db;
@@ -91,27 +91,18 @@ class KyselyLayer implements DataLayer<KyselyTransaction<unknown>> {
     return this.#kysely;
   }
 
-  /** Learns from a connection whether the driver is node-postgres, and there loads the parsers. */
+  /** Learns from a connection whether the driver is node-postgres, and there loads how its queries are made. */
   async #detect(connection: KyselyConnection): Promise<boolean> {
     const nodePostgres = connection.constructor.name === NODE_POSTGRES_CONNECTION;
-    if (nodePostgres) this.#parsers ??= await defaultParsers();
+    if (nodePostgres) this.#queries ??= await pgQueries();
     this.#nodePostgres ??= nodePostgres;
     return nodePostgres;
   }
 
-  /** What goes to the connection: the text, or on node-postgres a query config (named for a fixed statement). */
+  /** What goes to the connection: the text, or on node-postgres a query of the engine's own. */
   #compile(kysely: KyselyModule, text: string, values: readonly unknown[], name: string | undefined) {
-    if (this.#nodePostgres !== true) return kysely.CompiledQuery.raw(text, values as unknown[]);
-    let config: StatementConfig | undefined;
-    if (name === undefined) config = new StatementConfig(text, undefined, this.#parsers);
-    else {
-      config = this.#named.get(name);
-      if (config === undefined) {
-        config = new StatementConfig(text, name, this.#parsers);
-        this.#named.set(name, config);
-      }
-    }
-    return kysely.CompiledQuery.raw(config as unknown as string, values as unknown[]);
+    const sql = this.#queries === undefined ? text : (this.#queries(text, values, name) as unknown as string);
+    return kysely.CompiledQuery.raw(sql, values as unknown[]);
   }
 
   /** One statement on a connection this layer holds (a transaction's, or one alone). */
@@ -223,9 +214,9 @@ class KyselyLayer implements DataLayer<KyselyTransaction<unknown>> {
  * statements (see `createEngine`'s `preparedStatements`). The engine's
  * statements go straight to the connection Kysely's driver hands out
  * (without its executor or the instance's plugins) and are seen by its
- * `log`; on node-postgres they are read with node-postgres' default parsers
- * (`pg.types`), so a pool's own `types` change only what the application's
- * queries read.
+ * `log`; on node-postgres they are read as text with node-postgres' default
+ * parsers (`pg.types`), so a pool's own `types` and `binary` change only
+ * what the application's queries read.
  *
  * @example
  * ```ts

@@ -12,8 +12,11 @@
  * reads like its text: it converts to it (template literals, `String()`,
  * `+`, JSON), prints as it (`console.log`, `util.inspect`), iterates as its
  * characters, and String's methods and `length` answer for it. It is still
- * an object: `typeof` says so, and what insists on a primitive
- * (`Buffer.byteLength`, a hash's `update`) needs `String(sql)`.
+ * an object: `typeof` says so, what insists on a primitive
+ * (`Buffer.byteLength`, a hash's `update`) needs `String(sql)`, and it is
+ * thenable (awaiting it gives its result, as `await client.query(...)`
+ * does), so a log callback that awaits or resolves it needs `String(sql)`
+ * too.
  */
 
 /** What node-postgres calls a query back with: its error, or its result (with the fields Kysely's dialect reads). */

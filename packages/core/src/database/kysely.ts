@@ -9,11 +9,12 @@
  * A phase's `tx` is a Kysely `Transaction` with the plugins, on the
  * connection the engine's statements of that phase use; its transaction
  * begins on its first statement (`lazy-begin.ts`). On node-postgres the
- * engine's statements go as queries of its own (`engine-query.ts`): its fixed
- * ones prepared, and every one read as text with node-postgres' default
- * parsers whatever the pool's `types` and `binary`. Kysely's classes (and on node-postgres,
- * pg's parsers) are loaded when the data layer is first used, so nothing
- * imports Kysely for an application that uses another.
+ * engine's statements go as queries of its own (`engine-query.ts`): its
+ * fixed ones prepared, and every one read as text with node-postgres'
+ * default parsers whatever the pool's `types` and `binary`. Kysely's classes
+ * (and on node-postgres, pg's `Query`) are loaded when the data layer is
+ * first used, so nothing imports Kysely for an application that uses
+ * another.
  */
 import { isConnectionLoss, markAlone, markUnsent } from "./connection-failures.js";
 import type { DataLayer, SqlSession, TransactionOptions } from "./data-layer.js";
@@ -74,7 +75,7 @@ class KyselyLayer implements DataLayer<KyselyTransaction<unknown>> {
   readonly #app: AnyKysely;
   readonly #engine: Executor;
   #kysely: KyselyModule | undefined;
-  /** Whether connections are node-postgres' (names go through); undefined until one was seen. */
+  /** Whether connections are node-postgres' (the engine's queries go); undefined until one was seen. */
   #nodePostgres: boolean | undefined;
   #probing: Promise<boolean> | undefined;
   /** On node-postgres: how the engine's queries are made (see {@link pgQueries}). */

@@ -157,7 +157,7 @@ describe("maintenance statements are driven by an index, not a sequential scan",
     expect(found.some((s) => s.startsWith("Index Scan on run_history (run_history_pkey)"))).toBe(true);
     expectIndexDriven(await scans(only(sent, /DELETE FROM "idempo"\."outbox"/)), "outbox_delivered_at", "delivered_at");
     // The swept records' tombstones are written by primary key, never by reading the tombstones.
-    expect(records.sql).toMatch(/INSERT INTO "idempo"\."tombstones"/);
+    expect(String(records.sql)).toMatch(/INSERT INTO "idempo"\."tombstones"/);
     expect(found.filter((s) => s.includes("on tombstones"))).toEqual([]);
     // Tombstones past their time are read from their own time index.
     const buried = only(sent, /DELETE FROM "idempo"\."tombstones"/);

@@ -1,19 +1,25 @@
 /**
  * The Kysely data layer: the application's `Kysely` instance (any dialect:
  * node-postgres, PGlite, ...), which `createEngine({ db })` takes as it is.
- * The engine's statements go through Kysely's executor without the
- * application's plugins (their `transformResult` is for the application's
- * rows: CamelCasePlugin would rename `response_status`, and a replay would
- * answer 500), so Kysely's `log` still sees each of them. A phase's `tx` is a
- * Kysely `Transaction` with the plugins, on the connection the engine's
- * statements of that phase use; its transaction begins on its first
- * statement (`lazy-begin.ts`). On node-postgres the engine's fixed
- * statements go as prepared statements (`named-statement.ts`). Kysely's
- * classes are loaded from the `kysely` module when the data layer is first
- * used, so nothing imports Kysely for an application that uses another.
+ * The engine's statements go straight to the connection Kysely's driver
+ * hands out, without Kysely's executor and without the application's
+ * plugins (their `transformResult` is for the application's rows:
+ * CamelCasePlugin would rename `response_status`, and a replay would answer
+ * 500); Kysely's `log` wraps that connection, so it still sees each of them.
+ * A phase's `tx` is a Kysely `Transaction` with the plugins, on the
+ * connection the engine's statements of that phase use; its transaction
+ * begins on its first statement (`lazy-begin.ts`). On node-postgres the
+ * engine's statements go as queries of its own (`engine-query.ts`): its
+ * fixed ones prepared, and every one read as text with node-postgres'
+ * default parsers whatever the pool's `types` and `binary`. Kysely's classes
+ * (and on node-postgres, pg's `Query`) are loaded when the data layer is
+ * first used, so nothing imports Kysely for an application that uses
+ * another.
  */
 import { isConnectionLoss, markAlone, markUnsent } from "./connection-failures.js";
 import type { DataLayer, SqlSession, TransactionOptions } from "./data-layer.js";
+import type { EngineQueries, PgModule } from "./engine-query.js";
+import { engineQueries } from "./engine-query.js";
 import type {
   KyselyConnection,
   KyselyDatabase,
@@ -22,7 +28,6 @@ import type {
   KyselyTransaction,
 } from "./kysely-types.js";
 import { LazyBegin } from "./lazy-begin.js";
-import { NamedStatement } from "./named-statement.js";
 import { isSingleBackend } from "./single-backend.js";
 
 // biome-ignore lint/suspicious/noExplicitAny: the engine's statements are schema-agnostic
@@ -33,6 +38,20 @@ type Executor = ReturnType<AnyKysely["getExecutor"]>;
 const NODE_POSTGRES_CONNECTION = "PostgresConnection";
 
 let loading: Promise<KyselyModule> | undefined;
+let loadingPg: Promise<EngineQueries | undefined> | undefined;
+
+/**
+ * How the engine's queries are made on node-postgres (`engine-query.ts`);
+ * undefined where pg cannot be loaded from here (its statements then go as
+ * plain text, read with the pool's parsers).
+ */
+function pgQueries(): Promise<EngineQueries | undefined> {
+  loadingPg ??= import("pg").then(
+    (pg) => engineQueries((pg as unknown as { default: PgModule }).default),
+    () => undefined,
+  );
+  return loadingPg;
+}
 
 function unsupported(what: string): never {
   throw new Error(`${what} is not supported on a phase's transaction`);
@@ -56,10 +75,11 @@ class KyselyLayer implements DataLayer<KyselyTransaction<unknown>> {
   readonly #app: AnyKysely;
   readonly #engine: Executor;
   #kysely: KyselyModule | undefined;
-  /** Whether connections are node-postgres' (names go through); undefined until one was seen. */
+  /** Whether connections are node-postgres' (the engine's queries go); undefined until one was seen. */
   #nodePostgres: boolean | undefined;
   #probing: Promise<boolean> | undefined;
-  readonly #named = new Map<string, NamedStatement>();
+  /** On node-postgres: how the engine's queries are made (see {@link pgQueries}). */
+  #queries: EngineQueries | undefined;
 
   constructor(db: AnyKysely) {
     this.#app = db;
@@ -72,30 +92,32 @@ class KyselyLayer implements DataLayer<KyselyTransaction<unknown>> {
     return this.#kysely;
   }
 
-  /** What goes to Kysely as the query's `sql`: the text, or on node-postgres a named statement. */
-  #sql(text: string, name: string | undefined): string {
-    if (name === undefined || this.#nodePostgres !== true) return text;
-    let named = this.#named.get(name);
-    if (named === undefined) {
-      named = new NamedStatement(text, name);
-      this.#named.set(name, named);
-    }
-    return named as unknown as string;
+  /** Learns from a connection whether the driver is node-postgres, and there loads how its queries are made. */
+  async #detect(connection: KyselyConnection): Promise<boolean> {
+    const nodePostgres = connection.constructor.name === NODE_POSTGRES_CONNECTION;
+    if (nodePostgres) this.#queries ??= await pgQueries();
+    this.#nodePostgres ??= nodePostgres;
+    return nodePostgres;
   }
 
-  async #run<R>(executor: Executor, text: string, values: readonly unknown[], name?: string): Promise<R[]> {
+  /** What goes to the connection: the text, or on node-postgres a query of the engine's own. */
+  #compile(kysely: KyselyModule, text: string, values: readonly unknown[], name: string | undefined) {
+    const sql = this.#queries === undefined ? text : (this.#queries(text, values, name) as unknown as string);
+    return kysely.CompiledQuery.raw(sql, values as unknown[]);
+  }
+
+  /** One statement on a connection this layer holds (a transaction's, or one alone). */
+  async #on<R>(connection: KyselyConnection, text: string, values: readonly unknown[], name?: string): Promise<R[]> {
     const kysely = this.#kysely ?? (await this.#module());
-    const query = kysely.CompiledQuery.raw(this.#sql(text, name), values as unknown[]);
-    const result: KyselyQueryResult<R> = await executor.executeQuery<R>(query);
+    const result: KyselyQueryResult<R> = await connection.executeQuery<R>(this.#compile(kysely, text, values, name));
     return result.rows;
   }
 
   async query<R>(text: string, values: readonly unknown[], name?: string): Promise<R[]> {
-    // Which driver this is, is read from a connection once; a transaction's statements (which hold one) go
-    // unnamed until then.
-    if (name !== undefined && this.#nodePostgres === undefined) await this.singleBackend();
+    // Which driver this is, is read from a connection once, before the first statement on its own.
+    if (this.#nodePostgres === undefined) await this.singleBackend();
     const kysely = this.#kysely ?? (await this.#module());
-    const query = kysely.CompiledQuery.raw(this.#sql(text, name), values as unknown[]);
+    const query = this.#compile(kysely, text, values, name);
     // A connect that failed sent nothing (what Kysely's executeQuery does, with that told apart).
     let connected = false;
     try {
@@ -114,8 +136,7 @@ class KyselyLayer implements DataLayer<KyselyTransaction<unknown>> {
   singleBackend(): Promise<boolean> {
     this.#probing ??= this.#engine
       .provideConnection(async (connection: KyselyConnection) => {
-        this.#nodePostgres = connection.constructor.name === NODE_POSTGRES_CONNECTION;
-        if (this.#nodePostgres) return false;
+        if (await this.#detect(connection)) return false;
         const kysely = this.#kysely ?? (await this.#module());
         return isSingleBackend(async (text) => (await connection.executeQuery(kysely.CompiledQuery.raw(text))).rows);
       })
@@ -137,28 +158,24 @@ class KyselyLayer implements DataLayer<KyselyTransaction<unknown>> {
     return executor
       .provideConnection(async (connection: KyselyConnection) => {
         connected = true;
-        this.#nodePostgres ??= connection.constructor.name === NODE_POSTGRES_CONNECTION;
+        if (this.#nodePostgres === undefined) await this.#detect(connection);
         const lazy = new LazyBegin(kysely, connection, this.#app, options.lockTimeoutMs);
         const tx = new kysely.Transaction({
           ...refusingProps,
           executor: executor.withConnectionProvider(new kysely.SingleConnectionProvider(lazy)),
         } as never) as KyselyTransaction<unknown>;
         const deferred = options.deferBegin === true;
-        let inside: Executor | undefined;
-        let alone: Executor | undefined;
         const session: SqlSession & { isTransaction: true } = {
           isTransaction: true,
           query: <R>(text: string, values: readonly unknown[], name?: string, last?: boolean) => {
             if (deferred && last === true && !lazy.begun) {
               // Nothing began: the last statement runs alone, in autocommit, on the same connection.
-              alone ??= this.#engine.withConnectionProvider(new kysely.SingleConnectionProvider(connection));
-              return this.#run<R>(alone, text, values, name).catch((error: unknown) => {
+              return this.#on<R>(connection, text, values, name).catch((error: unknown) => {
                 markAlone(error);
                 throw error;
               });
             }
-            inside ??= this.#engine.withConnectionProvider(new kysely.SingleConnectionProvider(lazy));
-            return this.#run<R>(inside, text, values, name);
+            return this.#on<R>(lazy, text, values, name);
           },
         };
         try {
@@ -184,7 +201,8 @@ class KyselyLayer implements DataLayer<KyselyTransaction<unknown>> {
     if (!isKysely(tx)) return undefined;
     const executor = tx.withoutPlugins().getExecutor();
     return {
-      query: <R>(text: string, values: readonly unknown[], name?: string) => this.#run<R>(executor, text, values, name),
+      query: <R>(text: string, values: readonly unknown[], name?: string) =>
+        executor.provideConnection((connection: KyselyConnection) => this.#on<R>(connection, text, values, name)),
     };
   }
 }
@@ -195,7 +213,11 @@ class KyselyLayer implements DataLayer<KyselyTransaction<unknown>> {
  * `tx` (a Kysely `Transaction<DB>`). Any dialect works; on Kysely's
  * `PostgresDialect` the engine's hot-path statements go as prepared
  * statements (see `createEngine`'s `preparedStatements`). The engine's
- * statements skip the instance's plugins and are seen by its `log`.
+ * statements go straight to the connection Kysely's driver hands out
+ * (without its executor or the instance's plugins) and are seen by its
+ * `log`; on node-postgres they are read as text with node-postgres' default
+ * parsers (`pg.types`), so a pool's own `types` and `binary` change only
+ * what the application's queries read.
  *
  * @example
  * ```ts

@@ -70,9 +70,10 @@ export interface EngineOptions<DB> extends ListenCheckOptions {
    * transaction mode (a pool wrapped with `withPreparedStatements` still
    * names them). The application's own queries are never prepared. A
    * session that loses them (`DISCARD ALL`, `DEALLOCATE`) turns it off for
-   * the engine: its calls go as text from then on. Kysely's `log` callback
-   * sees a prepared call's `event.query.sql` as an object that reads like
-   * its text (`String(sql)` gives the string itself).
+   * the engine: its calls go as text from then on. On node-postgres,
+   * Kysely's `log` callback sees every engine statement's
+   * `event.query.sql`, prepared or not, as an object that reads like its
+   * text (`String(sql)` gives the string itself).
    */
   preparedStatements?: boolean;
   /**

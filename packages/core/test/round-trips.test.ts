@@ -154,6 +154,7 @@ describe("round trips per path", () => {
       .respond(() => ({ status: 200, body: null }));
     expect(await measure(() => engine.runOnce(waiter, { tenantId: "rt", key: "wait", input: {} }))).toEqual([
       "claim_new_key",
+      "select", // read the wait before the lock: `accepted` runs on it, outside the transaction
       "begin", // the wait's own transaction (not a phase's): Kysely's BEGIN
       "select", // lock the run's row first (the signal does the same)
       "with", // no signal yet: suspend

@@ -72,6 +72,49 @@ export async function lockOwnRun(tx: Executor, t: Tables, own: Ownership): Promi
   return rows.length === 1;
 }
 
+/** A `.waitFor` item's signal and deadline as one read sees them (see {@link readWait}). */
+export interface WaitView {
+  /** The signal stored for the wait (never the timed-out marker), or null. */
+  readonly signal: { readonly payload: string; readonly fingerprint: string } | null;
+  /** Without a signal, the wait times out now: the run suspended on it and its `wake_at` has passed. */
+  readonly due: boolean;
+  /** The same once its signal is discarded: decided on the wait's deadline (`wait_until`), as after a discard. */
+  readonly dueAfterDiscard: boolean;
+}
+
+/**
+ * Read what {@link checkSignalOrSuspend} will decide on, without writing:
+ * the wait's stored signal and whether its deadline has passed. Before
+ * {@link lockOwnRun} (no lock) it is what the wait's callbacks are run on;
+ * after it, in the locked transaction, it tells whether that read still
+ * holds (a delivery locks the same row first, so nothing changes it then).
+ *
+ * @returns null when the attempt no longer owns the key.
+ */
+export async function readWait(db: Executor, t: Tables, own: Ownership, name: string): Promise<WaitView | null> {
+  const { rows } = await sql<{
+    payload: string | null;
+    fingerprint: string | null;
+    due: boolean;
+    due_after_discard: boolean;
+  }>`/* idempo:wait_read */
+    SELECT s.payload::text AS payload, s.fingerprint,
+           coalesce(r.wait_kind = 'signal' AND r.wait_name = ${name} AND r.wake_at <= clock_timestamp(), false) AS due,
+           coalesce(r.wait_kind = 'signal' AND r.wait_name = ${name} AND r.wait_until <= clock_timestamp(), false)
+             AS due_after_discard
+    FROM ${t.runs} r
+    LEFT JOIN ${t.signals} s
+      ON s.tenant_id = r.tenant_id AND s.key = r.key AND s.run_id = ${own.runId} AND s.name = ${name}
+        AND s.fingerprint <> ${TIMED_OUT}
+    WHERE r.tenant_id = ${own.tenantId} AND r.key = ${own.key} AND r.owner_token = ${own.ownerToken}
+      AND r.status = 'in_flight'
+  `.execute(db);
+  const row = rows[0];
+  if (!row) return null;
+  const signal = row.payload === null ? null : { payload: row.payload, fingerprint: row.fingerprint ?? "" };
+  return { signal, due: row.due === true, dueAfterDiscard: row.due_after_discard === true };
+}
+
 export interface WaitCheck {
   readonly name: string;
   readonly attempt: number;

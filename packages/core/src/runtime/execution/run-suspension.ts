@@ -1,11 +1,18 @@
 /** The runners of the items that suspend a run: `.sleep` and `.waitFor`. */
 import { UnstorableValueError } from "../../errors.js";
-import type { JsonValue } from "../../json/json-value.js";
+import type { JsonObject, JsonValue } from "../../json/json-value.js";
 import { MAX_STORED_MS } from "../../options/limits.js";
+import type { Advance } from "../../store/progress.js";
 import { completeRun } from "../../store/progress.js";
-import type { Executor } from "../../store/run-store.js";
 import { discardSignal } from "../../store/signals.js";
-import { advancePastWait, checkSignalOrSuspend, lockOwnRun, suspendForSleep } from "../../store/suspension.js";
+import type { WaitView } from "../../store/suspension.js";
+import {
+  advancePastWait,
+  checkSignalOrSuspend,
+  lockOwnRun,
+  readWait,
+  suspendForSleep,
+} from "../../store/suspension.js";
 import type { RunInfo, TimeoutContext } from "../../workflow/context.js";
 import { engineTransaction } from "../engine-db.js";
 import { FailThrow } from "./control-flow.js";
@@ -57,55 +64,92 @@ export async function runSleep({ deps, plan, lease, item, info }: ItemRun<"sleep
 }
 
 /**
+ * What the wait's transaction will do, prepared from a read of the wait
+ * made before it locks the run's row, with the user's code it needs run
+ * then: the schema check of the stored signal, and `respond` for a move
+ * past the last item, or `accepted` for a suspension (unless the wait is
+ * already past its deadline, when no 202 is needed). `fingerprint` is the
+ * signal the read found, which the transaction must find too.
+ */
+type PreparedWait =
+  | { readonly kind: "signal"; readonly fingerprint: string; readonly adv: Advance; readonly state: JsonObject }
+  | { readonly kind: "discard"; readonly fingerprint: string; readonly reason: string; readonly accepted?: Accepted }
+  | { readonly kind: "none"; readonly accepted?: Accepted };
+
+/** `accepted`'s 202, or what it threw: thrown only if the wait does suspend (a failing one writes nothing). */
+type Accepted =
+  | { readonly ok: true; readonly result: RunResult<unknown> }
+  | { readonly ok: false; readonly error: unknown };
+
+/**
+ * Rounds of "read, run the callbacks, lock, find the read still holds": a
+ * signal that arrives (or is replaced) in between costs one more. Past
+ * this the attempt gives the run up, and it is taken again once its lease
+ * has run out.
+ */
+const MAX_WAIT_ROUNDS = 5;
+
+/**
  * A `.waitFor` item, in one transaction that locks the run's row first (see
  * `checkSignalOrSuspend` for the race this closes): merge the signal and
  * move on, or suspend, or, past the deadline, let `onTimeout` decide. A
  * stored signal that fails the wait's schema is discarded in the same
  * transaction (with a history entry) and the run waits on, as if it had
- * never come.
+ * never come. The user's code (the schema, `respond`, `accepted`) runs
+ * before that transaction, on what a read of the wait found, so an
+ * operator's cancel never waits for it; the transaction checks that it
+ * finds the same, and goes round once more when a signal came in between.
  */
 export async function runWait(run: ItemRun<"wait">): Promise<Outcome> {
   const { deps, plan, lease, item, info, hook } = run;
-  const where = `waitFor '${item.name}'`;
-  const advanceWith = async (tx: Executor, value: unknown): Promise<Outcome> => {
-    const merged = value === undefined ? null : value;
-    const { state, progress } = itemProgress(run, where, { [item.name]: merged }, merged);
-    const adv = await withResponse(run, progress, state);
-    lease.finishing(adv.response !== undefined);
-    if (!(await advancePastWait(tx, deps.tables, plan.own, adv))) throw lease.lost();
-    return advanced(adv, state);
-  };
-  const work = engineTransaction(deps.layer, async (tx): Promise<Outcome | "timed_out"> => {
-    if (!(await lockOwnRun(tx, deps.tables, plan.own))) throw lease.lost();
-    if (hook) await hook(`locked:wait:${item.name}`);
-    lease.finishing();
-    const check = { name: item.name, attempt: plan.attempt, timeoutMs: item.options.timeoutMs ?? null };
-    let found = await checkSignalOrSuspend(tx, deps.tables, plan.own, check);
-    if (found.kind === "signal") {
-      const checked = await checkWaitPayload(item, JSON.parse(found.payload) as JsonValue);
-      if (checked.ok) return advanceWith(tx, checked.value);
-      // Stored unchecked (SQL, an older release): never park on it. Throw it away and wait for the next one.
-      const { tenantId, key, runId } = plan.own;
-      await discardSignal(tx, deps.tables, {
-        tenantId,
-        key,
-        runId,
-        name: item.name,
-        fingerprint: found.fingerprint,
-        attempt: plan.attempt,
-        reason: discardReason(item.name, checked.issues),
-      });
-      found = await checkSignalOrSuspend(tx, deps.tables, plan.own, { ...check, afterDiscard: true });
-    }
-    if (found.kind === "lost" || found.kind === "signal") throw lease.lost();
-    // A failing `accepted` rolls the suspension back with it.
-    if (found.kind === "suspended") {
-      return { kind: "done", result: await suspendedResult(plan, info, deps.maxPayloadBytes) };
-    }
-    return "timed_out";
-  });
-  const outcome = await lease.until(work);
-  if (outcome !== "timed_out") return outcome;
+  const check = { name: item.name, attempt: plan.attempt, timeoutMs: item.options.timeoutMs ?? null };
+  let work: Outcome | "timed_out" | "again" = "again";
+  for (let round = 1; work === "again"; round++) {
+    if (round > MAX_WAIT_ROUNDS) throw lease.lost();
+    const seen = await readWait(deps.db, deps.tables, plan.own, item.name);
+    if (!seen) throw lease.lost();
+    // A cancel that lands while this runs makes the transaction's first statement find no owner.
+    const prepared = await lease.until(prepareWait(run, seen));
+    work = await lease.until(
+      engineTransaction(deps.layer, async (tx): Promise<Outcome | "timed_out" | "again"> => {
+        if (!(await lockOwnRun(tx, deps.tables, plan.own))) throw lease.lost();
+        if (hook) await hook(`locked:wait:${item.name}`);
+        if (prepared.kind === "signal") {
+          // The signal the callbacks ran on must be the one stored now (a delivery may have replaced it).
+          const now = await readWait(tx, deps.tables, plan.own, item.name);
+          if (!now) throw lease.lost();
+          if (now.signal?.fingerprint !== prepared.fingerprint) return "again";
+          lease.finishing(prepared.adv.response !== undefined);
+          if (!(await advancePastWait(tx, deps.tables, plan.own, prepared.adv))) throw lease.lost();
+          return advanced(prepared.adv, prepared.state);
+        }
+        const discarding = prepared.kind === "discard";
+        if (discarding) {
+          // Stored unchecked (SQL, an older release): never park on it. Throw it away and wait for the next one;
+          // gone already (a delivery replaced it), nothing is written and the callbacks run on what is there now.
+          const { tenantId, key, runId } = plan.own;
+          const unusable = { tenantId, key, runId, name: item.name, fingerprint: prepared.fingerprint };
+          const reason = prepared.reason;
+          if (!(await discardSignal(tx, deps.tables, { ...unusable, attempt: plan.attempt, reason }))) return "again";
+        }
+        lease.finishing();
+        const found = await checkSignalOrSuspend(tx, deps.tables, plan.own, { ...check, afterDiscard: discarding });
+        if (found.kind === "timed_out") return "timed_out";
+        if (found.kind === "signal" && !discarding) {
+          // It came after the read the callbacks ran on (no write was made): run them on it.
+          lease.finishing(false);
+          return "again";
+        }
+        // A suspension without its 202 (the read found the deadline passed, and the database clock went back since):
+        // rolled back, and the attempt gives the run up.
+        if (found.kind !== "suspended" || !prepared.accepted) throw lease.lost();
+        // A failing `accepted` rolls the suspension back with it.
+        if (!prepared.accepted.ok) throw prepared.accepted.error;
+        return { kind: "done", result: prepared.accepted.result };
+      }),
+    );
+  }
+  if (work !== "timed_out") return work;
   lease.finishing(false);
   const onTimeout = item.options.onTimeout;
   if (!onTimeout) {
@@ -133,5 +177,35 @@ export async function runWait(run: ItemRun<"wait">): Promise<Outcome> {
       item: { kind: "wait", name: item.name, entryId: null },
     });
   }
-  return advanceWith(deps.db, value);
+  const { adv, state } = await waited(run, value);
+  lease.finishing(adv.response !== undefined);
+  if (!(await advancePastWait(deps.db, deps.tables, plan.own, adv))) throw lease.lost();
+  return advanced(adv, state);
+}
+
+/** The move past the wait with `value` (the signal's checked payload, or `onTimeout`'s) merged into state. */
+async function waited(run: ItemRun<"wait">, value: unknown): Promise<{ adv: Advance; state: JsonObject }> {
+  const merged = value === undefined ? null : value;
+  const { state, progress } = itemProgress(run, `waitFor '${run.item.name}'`, { [run.item.name]: merged }, merged);
+  return { adv: await withResponse(run, progress, state), state };
+}
+
+/** Run the wait's user code on `seen`, the wait as read before its transaction; see {@link PreparedWait}. */
+async function prepareWait(run: ItemRun<"wait">, seen: WaitView): Promise<PreparedWait> {
+  const { item } = run;
+  if (!seen.signal) return { kind: "none", ...(seen.due ? {} : { accepted: await acceptedOf(run) }) };
+  const { fingerprint } = seen.signal;
+  const checked = await checkWaitPayload(item, JSON.parse(seen.signal.payload) as JsonValue);
+  if (checked.ok) return { kind: "signal", fingerprint, ...(await waited(run, checked.value)) };
+  const reason = discardReason(item.name, checked.issues);
+  return { kind: "discard", fingerprint, reason, ...(seen.dueAfterDiscard ? {} : { accepted: await acceptedOf(run) }) };
+}
+
+/** `accepted`'s 202 for a suspension at the wait, or the error it failed with. */
+async function acceptedOf({ deps, plan, info }: ItemRun<"wait">): Promise<Accepted> {
+  try {
+    return { ok: true, result: await suspendedResult(plan, info, deps.maxPayloadBytes) };
+  } catch (error) {
+    return { ok: false, error };
+  }
 }

@@ -1,9 +1,11 @@
 /**
- * The engine's statements on node-postgres under Kysely's `PostgresDialect`:
- * each one a node-postgres `Query` of its own, which the dialect hands to
- * `client.query` in place of the text (node-postgres runs a `Query` given
- * to it as it is, as it runs pg-cursor's). So the engine, not the pool,
- * says how its rows are read: with node-postgres' default parsers
+ * The engine's statements on node-postgres (under Kysely's
+ * `PostgresDialect`, `fromNodePostgres`, and Drizzle on node-postgres):
+ * each one a node-postgres `Query` of its own, which goes to a client's
+ * `query` in place of the text or config (node-postgres runs a `Query` given
+ * to it as it is, as it runs pg-cursor's; pg-pool's `pool.query` does not
+ * call such a query back, so it goes only to a client). So the engine, not
+ * the pool, says how its rows are read: with node-postgres' default parsers
  * (`pg.types`) whatever `types` the application gave its pool, and as text
  * even on a pool with `binary: true`. Its fixed statements carry the
  * engine's name, so node-postgres prepares each once per connection.
@@ -112,4 +114,23 @@ export function engineQueries(pg: PgModule): EngineQueries {
     new EngineQuery(
       name === undefined ? { text, values: [...values], types } : { text, values: [...values], name, types },
     );
+}
+
+let loading: Promise<EngineQueries | undefined> | undefined;
+
+/**
+ * How the engine's queries are made with the `pg` this package resolves
+ * (an optional peer: installed where the application has a node-postgres
+ * pool), loaded on first use so nothing imports pg for an application
+ * without it.
+ *
+ * @returns the maker of the engine's queries, or undefined where pg cannot be loaded from here (the statements
+ *   then go as plain text or configs, read with the pool's parsers).
+ */
+export function pgEngineQueries(): Promise<EngineQueries | undefined> {
+  loading ??= import("pg").then(
+    (pg) => engineQueries((pg as unknown as { default: PgModule }).default),
+    () => undefined,
+  );
+  return loading;
 }

@@ -18,8 +18,8 @@
  */
 import { isConnectionLoss, markAlone, markUnsent } from "./connection-failures.js";
 import type { DataLayer, SqlSession, TransactionOptions } from "./data-layer.js";
-import type { EngineQueries, PgModule } from "./engine-query.js";
-import { engineQueries } from "./engine-query.js";
+import type { EngineQueries } from "./engine-query.js";
+import { pgEngineQueries } from "./engine-query.js";
 import type {
   KyselyConnection,
   KyselyDatabase,
@@ -38,20 +38,6 @@ type Executor = ReturnType<AnyKysely["getExecutor"]>;
 const NODE_POSTGRES_CONNECTION = "PostgresConnection";
 
 let loading: Promise<KyselyModule> | undefined;
-let loadingPg: Promise<EngineQueries | undefined> | undefined;
-
-/**
- * How the engine's queries are made on node-postgres (`engine-query.ts`);
- * undefined where pg cannot be loaded from here (its statements then go as
- * plain text, read with the pool's parsers).
- */
-function pgQueries(): Promise<EngineQueries | undefined> {
-  loadingPg ??= import("pg").then(
-    (pg) => engineQueries((pg as unknown as { default: PgModule }).default),
-    () => undefined,
-  );
-  return loadingPg;
-}
 
 function unsupported(what: string): never {
   throw new Error(`${what} is not supported on a phase's transaction`);
@@ -78,7 +64,7 @@ class KyselyLayer implements DataLayer<KyselyTransaction<unknown>> {
   /** Whether connections are node-postgres' (the engine's queries go); undefined until one was seen. */
   #nodePostgres: boolean | undefined;
   #probing: Promise<boolean> | undefined;
-  /** On node-postgres: how the engine's queries are made (see {@link pgQueries}). */
+  /** On node-postgres: how the engine's queries are made (`pgEngineQueries`; undefined where pg cannot be loaded). */
   #queries: EngineQueries | undefined;
 
   constructor(db: AnyKysely) {
@@ -95,7 +81,7 @@ class KyselyLayer implements DataLayer<KyselyTransaction<unknown>> {
   /** Learns from a connection whether the driver is node-postgres, and there loads how its queries are made. */
   async #detect(connection: KyselyConnection): Promise<boolean> {
     const nodePostgres = connection.constructor.name === NODE_POSTGRES_CONNECTION;
-    if (nodePostgres) this.#queries ??= await pgQueries();
+    if (nodePostgres) this.#queries ??= await pgEngineQueries();
     this.#nodePostgres ??= nodePostgres;
     return nodePostgres;
   }

@@ -1,12 +1,16 @@
 /**
  * The data layer of a node-postgres pool, and the statements on one of its
- * clients, which the Drizzle data layer on node-postgres shares. The
- * engine's statements go to the driver as they are (a query config with
- * the engine's name for its fixed statements: node-postgres prepares each
- * once per connection); a phase's `tx` is the transaction's `PoolClient`.
+ * clients, which the Drizzle data layer on node-postgres shares. Each
+ * engine statement goes to a client (never to `pool.query`) as a
+ * node-postgres `Query` of the engine's own (`engine-query.ts`): its fixed
+ * statements under the engine's name (node-postgres prepares each once per
+ * connection), and every one read as text with node-postgres' default
+ * parsers whatever the pool's `types` and `binary`. A phase's `tx` is the
+ * transaction's `PoolClient`, which keeps the pool's parsers.
  */
 import { markSent, markUnsent } from "./connection-failures.js";
 import type { DataLayer, SqlSession, TransactionOptions } from "./data-layer.js";
+import { pgEngineQueries } from "./engine-query.js";
 
 /** A node-postgres query config: the text, its values, and a name to prepare it under. */
 interface PgQueryConfig {
@@ -38,15 +42,26 @@ export interface PgPool<C extends PgPoolClient> extends PgQueryable {
   connect(): Promise<C>;
 }
 
-/** Run one engine statement on a client (or a pool): a named query config for a fixed statement. */
+/**
+ * Run one engine statement on a client (a pool's `query` would not call the
+ * engine's `Query` back): a query of the engine's own, or where pg cannot be
+ * loaded a query config (named for a fixed statement).
+ */
 async function queryOn<R>(
-  client: PgQueryable,
+  client: PgClient,
   text: string,
   values: readonly unknown[],
   name: string | undefined,
 ): Promise<R[]> {
+  const queries = await pgEngineQueries();
   const all = values as unknown[];
-  return (await client.query(name === undefined ? { text, values: all } : { text, values: all, name })).rows as R[];
+  const config =
+    queries === undefined
+      ? name === undefined
+        ? { text, values: all }
+        : { text, values: all, name }
+      : (queries(text, values, name) as PgQueryConfig);
+  return (await client.query(config)).rows as R[];
 }
 
 /**
@@ -75,8 +90,8 @@ export async function poolQuery<R>(
   }
 }
 
-/** The session of a client inside a transaction. */
-export function sessionOn(client: PgQueryable): SqlSession & { isTransaction: true } {
+/** The session of a client inside a transaction (a pool's client, not the pool). */
+export function sessionOn(client: PgClient): SqlSession & { isTransaction: true } {
   return {
     isTransaction: true,
     query: <R>(text: string, values: readonly unknown[], name?: string) => queryOn<R>(client, text, values, name),

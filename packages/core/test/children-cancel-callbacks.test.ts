@@ -14,7 +14,7 @@ import { describe, expect, it } from "vitest";
 import { useClonedDatabase } from "../../testkit/src/index.ts";
 import { workflow } from "../src/index.ts";
 import { childCount, echoChild, runnableChildren, statusOf, twoProcesses, until, worker } from "./support/fanout.ts";
-import { latch } from "./support/latch.ts";
+import { held, settled } from "./support/latch.ts";
 
 const t = useClonedDatabase("idempo_children_cancel_callbacks", { pool: 8 });
 
@@ -32,20 +32,15 @@ describe("engine.cancel of a parent while its item's callback runs", () => {
   // locked the parent's row, then awaited `accepted` under the lock: the cancel waited as long as it ran.
   it("a map whose `accepted` is still running: cancel returns, no child is created, the parent ends canceled", async () => {
     const [a, b] = twoProcesses(t, 4);
-    const entered = latch("accepted is running", 30_000);
-    const gate = latch("accepted may answer", 120_000);
+    const { entered, gate, hold } = held("accepted");
     const parent = workflow("cca_parent")
       .map("fan", echoChild("cca_child"), () => [0, 1, 2].map((i) => ({ i })))
       .accepted(async () => {
-        entered.open();
-        await gate.wait();
+        await hold();
         return { queued: true };
       })
       .respond(() => ({ status: 200, body: "not reached" }));
-    const started = a.runOnce(parent, { tenantId: "cca", key: "p1", input: {} }).then(
-      (result) => ({ result, error: undefined }),
-      (error: unknown) => ({ result: undefined, error }),
-    );
+    const started = settled(a.runOnce(parent, { tenantId: "cca", key: "p1", input: {} }));
     await entered.wait();
     // Resolves while `accepted` is still waiting for the gate (the test's timeout catches a cancel that waits).
     await b.cancel("cca", "p1");
@@ -61,13 +56,11 @@ describe("engine.cancel of a parent while its item's callback runs", () => {
   // workflow's last and every child completed.
   it("a child's parent whose `respond` is still running: cancel returns, the parent ends canceled", async () => {
     const [a, b] = twoProcesses(t, 4);
-    const entered = latch("respond is running", 30_000);
-    const gate = latch("respond may answer", 120_000);
+    const { entered, gate, hold } = held("respond");
     const parent = workflow("ccr_parent")
       .child("one", echoChild("ccr_child"), () => ({ i: 7 }))
       .respond(async ({ state }) => {
-        entered.open();
-        await gate.wait();
+        await hold();
         return { status: 200, body: state.one.body };
       });
     expect((await a.runOnce(parent, { tenantId: "ccr", key: "p1", input: {} })).status).toBe(202);

@@ -15,7 +15,7 @@ import { z } from "zod";
 import { useClonedDatabase } from "../../testkit/src/index.ts";
 import { workflow } from "../src/index.ts";
 import { statusOf, twoProcesses, until, worker } from "./support/fanout.ts";
-import { latch } from "./support/latch.ts";
+import { held, settled } from "./support/latch.ts";
 
 const t = useClonedDatabase("idempo_wait_cancel_callbacks", { pool: 8 });
 
@@ -36,20 +36,15 @@ describe("engine.cancel of a run while its wait's callback runs", () => {
   // the cancel waited as long as it ran.
   it("a wait suspending whose `accepted` is still running: cancel returns, the run ends canceled", async () => {
     const [a, b] = twoProcesses(t, 4);
-    const entered = latch("accepted is running", 30_000);
-    const gate = latch("accepted may answer", 120_000);
+    const { entered, gate, hold } = held("accepted");
     const wf = workflow("wca_wait")
       .waitFor("approval", { timeoutMs: 3_600_000 })
       .accepted(async () => {
-        entered.open();
-        await gate.wait();
+        await hold();
         return { queued: true };
       })
       .respond(() => ({ status: 200, body: "not reached" }));
-    const started = a.runOnce(wf, { tenantId: "wca", key: "r1", input: {} }).then(
-      (result) => ({ result, error: undefined }),
-      (error: unknown) => ({ result: undefined, error }),
-    );
+    const started = settled(a.runOnce(wf, { tenantId: "wca", key: "r1", input: {} }));
     await entered.wait();
     // Resolves while `accepted` is still waiting for the gate (the test's timeout catches a cancel that waits).
     await b.cancel("wca", "r1");
@@ -64,13 +59,11 @@ describe("engine.cancel of a run while its wait's callback runs", () => {
   // `respond`, when the wait is the workflow's last item and its signal came: it ran under the lock too.
   it("a last wait whose signal came and whose `respond` is still running: cancel returns, the run ends canceled", async () => {
     const [a, b] = twoProcesses(t, 4);
-    const entered = latch("respond is running", 30_000);
-    const gate = latch("respond may answer", 120_000);
+    const { entered, gate, hold } = held("respond");
     const wf = workflow("wcr_wait")
       .waitFor("approval")
       .respond(async ({ state }) => {
-        entered.open();
-        await gate.wait();
+        await hold();
         return { status: 200, body: state.approval };
       });
     expect((await a.runOnce(wf, { tenantId: "wcr", key: "r1", input: {} })).status).toBe(202);
@@ -89,13 +82,11 @@ describe("engine.cancel of a run while its wait's callback runs", () => {
   // say) ran under the lock. Armed after the delivery, whose own check of the payload it lets through.
   it("a wait whose signal's async refinement is still running: cancel returns, the run ends canceled", async () => {
     const [a, b] = twoProcesses(t, 4);
-    const entered = latch("the refinement is running", 30_000);
-    const gate = latch("the refinement may answer", 120_000);
+    const { entered, gate, hold } = held("the refinement");
     let armed = false;
     const schema = z.object({ ok: z.boolean() }).refine(async () => {
       if (armed) {
-        entered.open();
-        await gate.wait();
+        await hold();
       }
       return true;
     });

@@ -49,3 +49,35 @@ export function meeting(name: string, n: number, failAfterMs = 20_000): { arrive
     },
   };
 }
+
+/**
+ * A callback held in the middle: `hold()` opens `entered` (the callback is
+ * running) and waits for `gate`, which the test opens when it has done what
+ * it must do while the callback runs.
+ */
+export interface Held {
+  readonly entered: Latch;
+  readonly gate: Latch;
+  hold(): Promise<void>;
+}
+
+export function held(what: string): Held {
+  const entered = latch(`${what} is running`, 30_000);
+  const gate = latch(`${what} may answer`, 120_000);
+  return {
+    entered,
+    gate,
+    async hold() {
+      entered.open();
+      await gate.wait();
+    },
+  };
+}
+
+/** A promise's ending as a value: its result, or the error it failed with. */
+export function settled<T>(p: Promise<T>): Promise<{ result: T | undefined; error: unknown }> {
+  return p.then(
+    (result) => ({ result, error: undefined }),
+    (error: unknown) => ({ result: undefined, error }),
+  );
+}

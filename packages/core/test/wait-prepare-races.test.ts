@@ -17,7 +17,7 @@ import { statusOf, until, worker } from "./support/fanout.ts";
 const t = useClonedDatabase("idempo_wait_prepare_races", { pool: 8 });
 
 /** The engine that runs the workflow, and another process that knows it too (it checks the signals it delivers). */
-function twoEngines(wf: Parameters<typeof createEngine>[0]["workflows"]): { a: Engine; b: Engine } {
+function twoEngines(wf: NonNullable<Parameters<typeof createEngine>[0]["workflows"]>): { a: Engine; b: Engine } {
   return { a: createEngine({ db: t.db }), b: createEngine({ db: t.connect(4), workflows: wf }) };
 }
 

@@ -25,7 +25,7 @@
 type Settle = (error: Error | null, result?: unknown) => void;
 
 /** The parts of the `pg` module the engine's queries are built from. */
-export interface PgModule {
+interface PgModule {
   /** node-postgres' `Query`, made from a config; it calls its `callback` when the server answered. */
   Query: new (
     config: object,
@@ -40,7 +40,7 @@ const CALLBACK = Symbol("callback");
 export type EngineQueries = (text: string, values: readonly unknown[], name: string | undefined) => object;
 
 /** The engine's queries on the node-postgres whose module is `pg`. */
-export function engineQueries(pg: PgModule): EngineQueries {
+function engineQueries(pg: PgModule): EngineQueries {
   class EngineQuery extends pg.Query {
     readonly #done: Promise<unknown>;
     declare [CALLBACK]: Settle | undefined;

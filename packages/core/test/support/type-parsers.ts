@@ -30,7 +30,7 @@ const OVERRIDDEN = new Map<number, (value: string) => unknown>([
 ]);
 
 /** A pool's `types` that leave most values as the server's text (and bigints as BigInt). */
-export const types = {
+const types = {
   getTypeParser: (oid: number, format?: "text" | "binary") =>
     (format ?? "text") === "text"
       ? (OVERRIDDEN.get(oid) ?? pg.types.getTypeParser(oid, "text"))

@@ -117,6 +117,8 @@ function engineQueries(pg: PgModule): EngineQueries {
 }
 
 let loading: Promise<EngineQueries | undefined> | undefined;
+/** What `pgEngineQueries` resolved to, once it has: read without a wait on every statement after the first. */
+let loaded: { readonly queries: EngineQueries | undefined } | undefined;
 
 /**
  * How the engine's queries are made with the `pg` this package resolves
@@ -128,9 +130,19 @@ let loading: Promise<EngineQueries | undefined> | undefined;
  *   then go as plain text or configs, read with the pool's parsers).
  */
 export function pgEngineQueries(): Promise<EngineQueries | undefined> {
-  loading ??= import("pg").then(
-    (pg) => engineQueries((pg as unknown as { default: PgModule }).default),
-    () => undefined,
-  );
+  loading ??= import("pg")
+    .then(
+      (pg) => engineQueries((pg as unknown as { default: PgModule }).default),
+      () => undefined,
+    )
+    .then((queries) => {
+      loaded = { queries };
+      return queries;
+    });
   return loading;
+}
+
+/** What {@link pgEngineQueries} resolved to, or undefined while it has not (so a caller waits only once). */
+export function loadedEngineQueries(): { readonly queries: EngineQueries | undefined } | undefined {
+  return loaded;
 }

@@ -10,7 +10,7 @@
  */
 import { markSent, markUnsent } from "./connection-failures.js";
 import type { DataLayer, SqlSession, TransactionOptions } from "./data-layer.js";
-import { pgEngineQueries } from "./engine-query.js";
+import { loadedEngineQueries, pgEngineQueries } from "./engine-query.js";
 
 /** A node-postgres query config: the text, its values, and a name to prepare it under. */
 interface PgQueryConfig {
@@ -53,14 +53,11 @@ async function queryOn<R>(
   values: readonly unknown[],
   name: string | undefined,
 ): Promise<R[]> {
-  const queries = await pgEngineQueries();
+  const { queries } = loadedEngineQueries() ?? { queries: await pgEngineQueries() };
   const all = values as unknown[];
   const config =
-    queries === undefined
-      ? name === undefined
-        ? { text, values: all }
-        : { text, values: all, name }
-      : (queries(text, values, name) as PgQueryConfig);
+    (queries?.(text, values, name) as PgQueryConfig | undefined) ??
+    (name === undefined ? { text, values: all } : { text, values: all, name });
   return (await client.query(config)).rows as R[];
 }
 
